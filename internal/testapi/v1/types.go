@@ -1,0 +1,80 @@
+// Package v1 holds Widget, a small test-only custom resource used by the
+// library's envtest suites. It is never installed outside tests.
+//
+// +kubebuilder:object:generate=true
+// +groupName=test.reconcilekit.io
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+// GroupVersion is the API group and version of Widget.
+var GroupVersion = schema.GroupVersion{Group: "test.reconcilekit.io", Version: "v1"}
+
+var (
+	// SchemeBuilder registers Widget with a scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// AddToScheme adds Widget to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func init() { SchemeBuilder.Register(&Widget{}, &WidgetList{}) }
+
+// WidgetSpec is the desired state of a Widget.
+type WidgetSpec struct {
+	// Size is an arbitrary number tests change to bump the generation.
+	// +optional
+	Size int32 `json:"size,omitempty"`
+	// Color is an arbitrary string tests change concurrently with the kit.
+	// +optional
+	Color string `json:"color,omitempty"`
+}
+
+// WidgetStatus is the observed state of a Widget.
+type WidgetStatus struct {
+	// ObservedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Note is a free-form field a second writer can set, to prove the kit
+	// does not lose another writer's status fields.
+	// +optional
+	Note string `json:"note,omitempty"`
+	// Conditions are the Widget's status conditions.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Widget is a test-only namespaced resource with a status subresource.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type Widget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WidgetSpec   `json:"spec,omitempty"`
+	Status WidgetStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the Widget's conditions.
+func (w *Widget) GetConditions() []metav1.Condition { return w.Status.Conditions }
+
+// SetConditions replaces the Widget's conditions.
+func (w *Widget) SetConditions(c []metav1.Condition) { w.Status.Conditions = c }
+
+// WidgetList is a list of Widgets.
+//
+// +kubebuilder:object:root=true
+type WidgetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Widget `json:"items"`
+}
+
+var _ runtime.Object = &Widget{}
