@@ -10,6 +10,9 @@
 # run returns in seconds; the cache key is the set of versions below plus a
 # hash of hack/tools/go.sum, so changing a pin builds into a fresh directory.
 #
+# Usage: hack/tools.sh          build what is missing, print the bin directory
+#        hack/tools.sh --dir    print the bin directory, build nothing
+#
 # Environment:
 #   RECONCILEKIT_CACHE  cache root (default: $HOME/.cache/reconcilekit)
 #   TOOLS_ONLY          space-separated subset of tools to build (default: all)
@@ -25,6 +28,10 @@ GOLANGCI_LINT_VERSION=v2.15.0
 sum=$(sha256sum "$here/tools/go.sum" | cut -c1-12)
 cache_root=${RECONCILEKIT_CACHE:-$HOME/.cache/reconcilekit}
 bin="$cache_root/k8s-$K8S_VERSION-kwok-$KWOK_VERSION-cg-$CONTROLLER_TOOLS_VERSION-lint-$GOLANGCI_LINT_VERSION-$sum/bin"
+if [[ "${1:-}" == "--dir" ]]; then
+	echo "$bin"
+	exit 0
+fi
 mkdir -p "$bin"
 
 say() { echo "tools: $*" >&2; }

@@ -1,0 +1,158 @@
+# reconcilekit — kubebuilder-style targets. `make help` lists them.
+#
+# The test toolchain (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, kwok, kwokctl, controller-gen, golangci-lint) is
+# built from source by hack/tools.sh into a cache outside the checkout, so no
+# Docker engine and no binary download is needed.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+# Where the toolchain lives (computed, nothing is built by reading it).
+TOOLS_BIN ?= $(shell bash hack/tools.sh --dir)
+export TOOLS_BIN
+CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
+GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
+KUBECTL := $(TOOLS_BIN)/kubectl
+# envtest finds etcd and kube-apiserver here.
+export KUBEBUILDER_ASSETS := $(TOOLS_BIN)
+
+# The local cluster's kubeconfig (never the user's ~/.kube/config).
+CLUSTER_KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
+
+WEBAPP := examples/webapp
+GO_TEST_FLAGS ?=
+
+##@ General
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} \
+		/^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Tooling
+
+.PHONY: tools
+tools: ## Build the test toolchain from source into the cache (first run ~10 min, then seconds).
+	@bash hack/tools.sh >/dev/null
+	@mkdir -p bin && ln -sfn "$(TOOLS_BIN)" bin/tools
+
+.PHONY: envtest-assets
+envtest-assets: tools ## Print the KUBEBUILDER_ASSETS directory (last line) for a plain `go test`.
+	@echo "$(TOOLS_BIN)"
+
+##@ Development
+
+.PHONY: generate
+generate: tools ## Generate deepcopy code (controller-gen object).
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/testapi/... $(if $(wildcard $(WEBAPP)/api),paths=./$(WEBAPP)/api/...)
+
+.PHONY: manifests
+manifests: tools ## Generate CRDs, RBAC and webhook manifests from markers (controller-gen).
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./internal/testapi/... output:crd:dir=internal/testapi/crd
+	@if [[ -d $(WEBAPP)/api ]]; then \
+		$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths=./$(WEBAPP)/... \
+			output:crd:artifacts:config=$(WEBAPP)/config/crd/bases \
+			output:rbac:artifacts:config=$(WEBAPP)/config/rbac \
+			output:webhook:artifacts:config=$(WEBAPP)/config/webhook; \
+	fi
+
+.PHONY: verify-generated
+verify-generated: generate manifests ## Fail when generated files differ from what is committed.
+	@if [[ -n "$$(git status --porcelain -- '*zz_generated*' internal/testapi/crd $(WEBAPP)/config)" ]]; then \
+		echo "generated files are out of date; run 'make generate manifests' and commit:"; \
+		git status --porcelain -- '*zz_generated*' internal/testapi/crd $(WEBAPP)/config; \
+		git --no-pager diff --stat; exit 1; \
+	fi
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet (with the e2e build tag, so e2e code is checked too).
+	go vet ./...
+	go vet -tags e2e ./e2e/...
+
+.PHONY: lint
+lint: tools ## Run golangci-lint.
+	$(GOLANGCI_LINT) run --build-tags e2e ./...
+
+##@ Test
+
+.PHONY: test-unit
+test-unit: ## Unit tests only (go test -short: no control plane).
+	go test -short -count=1 $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-integration
+test-integration: tools ## Unit and integration tests against envtest (real etcd + kube-apiserver).
+	go test -count=1 -timeout 20m $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-e2e
+test-e2e: tools ## End-to-end tests on a local kwok cluster (E2E_PROVIDER=kwok|kind|existing).
+	go test -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS) ./e2e/...
+
+.PHONY: test
+test: verify-generated vet lint test-unit test-integration test-e2e ## Everything CI runs: generated files, vet, lint, unit, integration, e2e.
+
+##@ Local cluster
+
+.PHONY: cluster-up
+cluster-up: tools ## Start the local cluster (kwokctl --runtime binary); kubeconfig in .cluster/kubeconfig.
+	@bash hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and every process it started.
+	@bash hack/cluster.sh down
+
+##@ Example operator (examples/webapp)
+
+.PHONY: build
+build: ## Build the WebApp operator binary into bin/.
+	@$(call require-webapp)
+	go build -o bin/webapp-operator ./$(WEBAPP)
+
+.PHONY: run
+run: ## Run the WebApp operator against the current kubeconfig.
+	@$(call require-webapp)
+	go run ./$(WEBAPP) $(RUN_ARGS)
+
+.PHONY: demo
+demo: tools ## Local cluster up, WebApp operator running as its ServiceAccount, sample Ready.
+	@bash hack/demo.sh
+
+.PHONY: install
+install: tools ## Install the WebApp CRD into the current cluster.
+	@$(call require-webapp)
+	$(KUBECTL) apply --server-side -k $(WEBAPP)/config/crd
+
+.PHONY: uninstall
+uninstall: tools ## Remove the WebApp CRD from the current cluster.
+	@$(call require-webapp)
+	$(KUBECTL) delete --ignore-not-found -k $(WEBAPP)/config/crd
+
+.PHONY: deploy
+deploy: tools ## Deploy the WebApp operator (config/default) to the current cluster.
+	@$(call require-webapp)
+	$(KUBECTL) apply --server-side -k $(WEBAPP)/config/default
+
+.PHONY: undeploy
+undeploy: tools ## Remove the WebApp operator from the current cluster.
+	@$(call require-webapp)
+	$(KUBECTL) delete --ignore-not-found -k $(WEBAPP)/config/default
+
+IMG ?= reconcilekit/webapp-operator:dev
+.PHONY: docker-build
+docker-build: ## Build the operator image (needs a running container engine).
+	@$(call require-webapp)
+	@if ! docker info >/dev/null 2>&1; then \
+		echo "docker-build: no container engine is running on this machine; the image cannot be built here."; \
+		echo "Use 'make run' or 'make demo' (host process), or run this target where Docker works."; exit 1; \
+	fi
+	docker build -t $(IMG) -f $(WEBAPP)/Dockerfile .
+
+define require-webapp
+	if [[ ! -f $(WEBAPP)/main.go ]]; then echo "not yet: the WebApp example operator ($(WEBAPP)/main.go) does not exist yet"; exit 1; fi
+endef

@@ -1,0 +1,31 @@
+// Package reconciler is a generic, typed, phased reconcile.Reconciler: a
+// team's Reconcile becomes a list of steps and nothing else.
+//
+// Hand-written reconcilers get the same things wrong in every operator:
+// status written on every pass (or lost when a later step fails), Ready set
+// by hand in a dozen branches and drifting from the details, a bad spec
+// retried in a hot loop, a finalizer added after the owned objects it guards,
+// a panic that kills the manager. The Reconciler does those parts once:
+//
+//   - fetch the object (gone: done); honour the PausedAnnotation;
+//   - on deletion run the cleanup steps through the finalizer package,
+//     otherwise ensure the finalizer before any step;
+//   - run the steps in order on a private deep copy; each step returns an
+//     [Outcome] (Continue, Wait, Terminal, Error, with After for requeues)
+//     and may own a condition;
+//   - derive Ready (from the step conditions, via conditions.Summary),
+//     Reconciling and Stalled (kstatus) and status.observedGeneration;
+//   - write status once per pass, only if it changed, with an optimistic
+//     lock and a conflict retry that re-applies this pass's delta;
+//   - emit Events on condition transitions, log with the step name, turn a
+//     panic into a condition, and export per-step duration and error
+//     metrics and a histogram of mutating requests per reconcile.
+//
+// Everything about watching stays controller-runtime's: register the
+// Reconciler with ctrl.NewControllerManagedBy(mgr).For(...).Owns(...) as
+// usual. Owned objects are applied through [Scope.Apply] (package
+// ownership), which writes nothing when nothing changed.
+//
+// The subpackage reconcilertest holds the test kit: a request-counting,
+// fault-injecting client and AssertIdempotent.
+package reconciler

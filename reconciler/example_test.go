@@ -1,0 +1,45 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
+	"github.com/reconcilekit/reconcilekit/reconciler"
+)
+
+// A reconciler for Widget: two steps, each owning a condition that Ready
+// depends on. In an operator, pass the manager instead of a client, and
+// register r with ctrl.NewControllerManagedBy(mgr).For(&v1.Widget{}).
+func Example() {
+	scheme, _ := testenv.NewScheme()
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "default"}, Spec: testv1.WidgetSpec{Size: 3}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(w).WithStatusSubresource(w).Build()
+
+	r, _ := reconciler.New(nil, reconciler.Options[*testv1.Widget]{
+		Name: "widget-controller", Client: c, APIReader: c, Scheme: scheme,
+		Steps: []reconciler.Step[*testv1.Widget]{
+			{Name: "validate", Condition: "SpecValid", Run: func(_ context.Context, s *reconciler.Scope[*testv1.Widget]) reconciler.Outcome {
+				return reconciler.Continue()
+			}},
+			{Name: "size", Condition: "Sized", Run: func(_ context.Context, s *reconciler.Scope[*testv1.Widget]) reconciler.Outcome {
+				if s.Object.Spec.Size%2 == 1 {
+					return reconciler.Wait("OddSize", "waiting for an even size, have %d", s.Object.Spec.Size)
+				}
+				return reconciler.Continue()
+			}},
+		},
+	})
+	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "w"}})
+	_ = c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "w"}, w)
+	ready := conditions.Get(w, conditions.Ready)
+	fmt.Println(err, ready.Status, ready.Reason, ready.Message)
+	// Output: <nil> False OddSize waiting for an even size, have 3
+}

@@ -1,0 +1,102 @@
+package reconciler
+
+import (
+	"fmt"
+	"time"
+)
+
+type outcomeKind int
+
+const (
+	kindContinue outcomeKind = iota
+	kindWait
+	kindTerminal
+	kindError
+)
+
+// Default condition reasons the reconciler writes for a step's condition
+// when the step does not choose one.
+const (
+	// ReasonSucceeded is the reason of a step's condition when the step
+	// returned Continue.
+	ReasonSucceeded = "Succeeded"
+	// ReasonError is the reason of a step's condition when the step returned
+	// a transient error.
+	ReasonError = "ReconcileError"
+	// ReasonPanic is the reason of a step's condition when the step panicked.
+	ReasonPanic = "Panic"
+	// ReasonPaused is the reason of the Paused condition.
+	ReasonPaused = "PausedByAnnotation"
+)
+
+// Outcome is what a step returns: whether the pass goes on, and what the
+// step's condition says. Build one with [Continue], [ContinueWith], [Wait],
+// [Terminal] or [Error]; the zero value is Continue.
+type Outcome struct {
+	kind    outcomeKind
+	after   time.Duration
+	reason  string
+	message string
+	err     error
+}
+
+// Continue lets the pass go on to the next step. The step's condition, if
+// it has one, becomes True with reason Succeeded.
+func Continue() Outcome { return Outcome{} }
+
+// ContinueWith is Continue with the reason and message of the step's
+// condition chosen by the step (for example "Available", "3/3 replicas
+// ready").
+func ContinueWith(reason, messageFormat string, args ...any) Outcome {
+	return Outcome{reason: reason, message: fmt.Sprintf(messageFormat, args...)}
+}
+
+// Wait stops the pass without an error because something is not ready yet
+// (a dependency missing, a rollout in progress). The step's condition becomes
+// False with reason and message, Reconciling becomes True, and nothing is
+// retried until a watch fires, or until [Outcome.After] elapses.
+func Wait(reason, messageFormat string, args ...any) Outcome {
+	return Outcome{kind: kindWait, reason: reason, message: fmt.Sprintf(messageFormat, args...)}
+}
+
+// Terminal stops the pass because of an error that no retry can fix (an
+// invalid spec, a reference to something that can never exist). The step's
+// condition becomes False with reason and the error, Stalled becomes True,
+// and the object is not requeued: the next pass happens when it changes.
+// This is how a bad spec avoids a hot loop of failing retries.
+func Terminal(reason string, err error) Outcome {
+	return Outcome{kind: kindTerminal, reason: reason, err: err}
+}
+
+// Error stops the pass with a transient error (a conflict, a timeout, an
+// unreachable dependency). The step's condition becomes False with reason
+// ReconcileError, Reconciling becomes True, and controller-runtime retries
+// with exponential backoff.
+func Error(err error) Outcome {
+	return Outcome{kind: kindError, reason: ReasonError, err: err}
+}
+
+// After asks for another pass after d. On a Continue outcome the pass goes
+// on and the whole pass is requeued after the shortest duration any step
+// asked for (periodic checks of something no watch can see); on a Wait it
+// polls. It has no effect on Terminal and Error.
+func (o Outcome) After(d time.Duration) Outcome {
+	o.after = d
+	return o
+}
+
+// WithReason overrides the condition reason of an Error outcome (or any
+// other).
+func (o Outcome) WithReason(reason string) Outcome {
+	o.reason = reason
+	return o
+}
+
+func (o Outcome) stops() bool { return o.kind != kindContinue }
+
+func (o Outcome) conditionMessage() string {
+	if o.err != nil {
+		return o.err.Error()
+	}
+	return o.message
+}

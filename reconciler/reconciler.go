@@ -1,0 +1,441 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/finalizer"
+	"github.com/reconcilekit/reconcilekit/ownership"
+)
+
+// PausedAnnotation on an object stops the reconciler from touching it: no
+// steps, no finalizer changes, no cleanup, only the Paused condition (written
+// once). Remove the annotation to resume. Use it to take an object out of an
+// operator's hands during an incident or a manual migration.
+const PausedAnnotation = "reconcilekit.io/paused"
+
+// Paused is the condition type that says an object is paused.
+const Paused = "Paused"
+
+// Object is what the reconciler works on: a Kubernetes object whose status
+// holds conditions. Generate DeepCopy with controller-gen as usual and add
+// GetConditions/SetConditions over Status.Conditions.
+type Object interface {
+	client.Object
+	conditions.Setter
+}
+
+// Step is one phase of a reconcile pass.
+type Step[T Object] struct {
+	// Name appears in logs ("step"), metrics ("step" label) and error
+	// messages. Required, unique within a reconciler.
+	Name string
+	// Condition, if set, is the condition type this step owns: True when the
+	// step continues, False with the step's reason when it waits or fails.
+	// Owned conditions are Ready's dependents unless Options.Ready says
+	// otherwise.
+	Condition string
+	// Run does the step's work on s.Object, a private deep copy. It may
+	// change s.Object's status (but not spec or metadata: those changes are
+	// not written). It must be idempotent: it runs on every pass.
+	Run func(ctx context.Context, s *Scope[T]) Outcome
+}
+
+// Options configure a [Reconciler].
+type Options[T Object] struct {
+	// Name names the controller in logs, metrics, events (reporting
+	// controller) and, unless FieldManager is set, the server-side apply
+	// field manager. Required; a Kubernetes qualified name.
+	Name string
+	// Steps run in order on every pass over a live object.
+	Steps []Step[T]
+	// Ready lists the conditions Ready depends on, in the order a user
+	// should fix them. Default: every step's Condition, in step order.
+	Ready []string
+	// Finalizer names the finalizer that guards Cleanup (for example
+	// "apps.example.com/cleanup"). Required when Cleanup is set; ignored
+	// otherwise.
+	Finalizer string
+	// Cleanup steps run, in order, when the object is being deleted; the
+	// finalizer is removed once all of them succeed. See the finalizer
+	// package for the guarantees.
+	Cleanup []finalizer.Step[T]
+	// CleanupDeadline, if set, makes stuck cleanup warn on every pass once
+	// the object has been deleting for this long.
+	CleanupDeadline time.Duration
+
+	// Client, APIReader, Scheme and Recorder default to the manager's.
+	// Set Client to a reconcilertest.Client in tests.
+	Client    client.Client
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	// FieldManager is the server-side apply field manager for owned
+	// objects. Default: Name.
+	FieldManager string
+}
+
+// Reconciler is a typed, phased reconcile.Reconciler for T. Register it with
+// controller-runtime's builder as usual:
+//
+//	ctrl.NewControllerManagedBy(mgr).For(&v1.WebApp{}).Owns(&appsv1.Deployment{}).Complete(r)
+type Reconciler[T Object] struct {
+	opts      Options[T]
+	summary   conditions.Summary
+	newObject func() T
+	finalizer *finalizer.Finalizer[T]
+}
+
+var _ reconcile.Reconciler = &Reconciler[Object]{}
+
+// New builds a Reconciler from opts, taking whatever opts leaves empty from
+// mgr (which may be nil when opts sets Client, APIReader and Scheme).
+func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error) {
+	if mgr != nil {
+		if opts.Client == nil {
+			opts.Client = mgr.GetClient()
+		}
+		if opts.APIReader == nil {
+			opts.APIReader = mgr.GetAPIReader()
+		}
+		if opts.Scheme == nil {
+			opts.Scheme = mgr.GetScheme()
+		}
+		if opts.Recorder == nil {
+			opts.Recorder = mgr.GetEventRecorder(opts.Name)
+		}
+	}
+	if opts.FieldManager == "" {
+		opts.FieldManager = opts.Name
+	}
+	if err := validate(opts); err != nil {
+		return nil, err
+	}
+	r := &Reconciler[T]{opts: opts, newObject: newFunc[T]()}
+	ready := opts.Ready
+	if ready == nil {
+		for _, s := range opts.Steps {
+			if s.Condition != "" {
+				ready = append(ready, s.Condition)
+			}
+		}
+	}
+	r.summary = conditions.NewSummary(ready...)
+	if len(opts.Cleanup) > 0 {
+		r.finalizer = &finalizer.Finalizer[T]{
+			Name:     opts.Finalizer,
+			Client:   opts.Client,
+			Steps:    opts.Cleanup,
+			Recorder: opts.Recorder,
+			Deadline: opts.CleanupDeadline,
+		}
+	}
+	return r, nil
+}
+
+func validate[T Object](opts Options[T]) error {
+	var errs []error
+	if opts.Name == "" {
+		errs = append(errs, errors.New("reconciler: Options.Name is required"))
+	}
+	if opts.Client == nil || opts.APIReader == nil || opts.Scheme == nil {
+		errs = append(errs, errors.New("reconciler: Options.Client, APIReader and Scheme are required (or pass a manager)"))
+	}
+	seen := map[string]bool{}
+	for i, s := range opts.Steps {
+		switch {
+		case s.Name == "":
+			errs = append(errs, fmt.Errorf("reconciler: Options.Steps[%d].Name is required", i))
+		case seen[s.Name]:
+			errs = append(errs, fmt.Errorf("reconciler: Options.Steps[%d].Name %q is not unique", i, s.Name))
+		}
+		seen[s.Name] = true
+		if s.Run == nil {
+			errs = append(errs, fmt.Errorf("reconciler: Options.Steps[%d].Run (%q) is nil", i, s.Name))
+		}
+	}
+	if len(opts.Cleanup) > 0 && opts.Finalizer == "" {
+		errs = append(errs, errors.New("reconciler: Options.Finalizer is required when Options.Cleanup is set"))
+	}
+	return errors.Join(errs...)
+}
+
+// newFunc returns a constructor for the struct T points to, so user code
+// never writes one.
+func newFunc[T Object]() func() T {
+	var zero T
+	t := reflect.TypeOf(zero)
+	if t == nil || t.Kind() != reflect.Pointer {
+		panic(fmt.Sprintf("reconciler: type parameter must be a pointer to a struct, got %v", t))
+	}
+	elem := t.Elem()
+	return func() T { return reflect.New(elem).Interface().(T) }
+}
+
+// Scope is what a step works with during one pass.
+type Scope[T Object] struct {
+	// Object is this pass's private deep copy of the object. Steps change
+	// its status; the reconciler writes it once at the end of the pass.
+	Object T
+	// Client counts its mutating requests into the
+	// reconcilekit_mutating_requests_per_reconcile metric. Reads may be
+	// served by the manager's cache.
+	Client client.Client
+	// Recorder emits events as the controller.
+	Recorder events.EventRecorder
+
+	applier *ownership.Applier
+}
+
+// Apply applies desired as an object owned (controlled) by s.Object with
+// server-side apply, writing nothing when the live object already matches.
+// See ownership.Applier.Apply.
+func (s *Scope[T]) Apply(ctx context.Context, desired client.Object, opts ...ownership.Option) (ownership.Result, error) {
+	return s.applier.Apply(ctx, s.Object, desired, opts...)
+}
+
+// Prune deletes the objects of list's type controlled by s.Object that are
+// not in keep. See ownership.Applier.Prune.
+func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...client.Object) ([]string, error) {
+	return s.applier.Prune(ctx, s.Object, list, keep...)
+}
+
+// Reconcile runs one pass for req.
+//
+// Guarantees:
+//   - A missing object ends the pass without error.
+//   - A paused object (PausedAnnotation) gets Paused=True and nothing else.
+//   - A deleting object runs Cleanup; otherwise the finalizer is ensured
+//     before any step runs, so no owned state can be created unguarded.
+//   - Steps run in order on a deep copy; Ready, Reconciling, Stalled and
+//     status.observedGeneration are computed after them.
+//   - Status is written at most once per pass, through the status
+//     subresource, only when it changed, and with an optimistic lock: on a
+//     conflict the object is re-read and this pass's changes re-applied on
+//     top of the other writer's, so neither is lost.
+//   - A failing step keeps the status changes of the steps before it.
+//   - A panicking step becomes a ReconcileError on its condition, not a
+//     crashed manager.
+//   - Events are emitted only on condition transitions.
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx).WithValues("controller", r.opts.Name)
+	ctx = logf.IntoContext(ctx, log)
+	counted := newCountingClient(r.opts.Client)
+	defer func() { mutatingRequests.WithLabelValues(r.opts.Name).Observe(float64(counted.mutations())) }()
+
+	obj := r.newObject()
+	if err := r.opts.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting %s: %w", req, err)
+	}
+	orig := obj.DeepCopyObject().(T)
+	scope := &Scope[T]{
+		Object:   obj,
+		Client:   counted,
+		Recorder: r.opts.Recorder,
+		applier:  &ownership.Applier{Client: counted, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager},
+	}
+
+	if _, paused := obj.GetAnnotations()[PausedAnnotation]; paused {
+		if err := conditions.MarkTrue(obj, Paused, ReasonPaused, "the %s annotation is set; remove it to resume", PausedAnnotation); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.finish(ctx, counted, orig, obj, nil)
+	}
+	conditions.Delete(obj, Paused)
+
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return r.delete(ctx, counted, orig, obj)
+	}
+	if r.finalizer != nil {
+		if _, err := finalizer.Ensure(ctx, counted, obj, r.opts.Finalizer); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", r.opts.Finalizer, err)
+		}
+		// Ensure refreshed obj's metadata; the status diff is against orig,
+		// so orig must carry the same metadata.
+		orig.SetResourceVersion(obj.GetResourceVersion())
+		orig.SetFinalizers(obj.GetFinalizers())
+	}
+
+	res, stepErr := r.runSteps(ctx, scope)
+	if err := r.finish(ctx, counted, orig, obj, stepErr); err != nil {
+		return ctrl.Result{}, errors.Join(stepErr, err)
+	}
+	return res, stepErr
+}
+
+// runSteps runs the steps, marks their conditions and the kstatus
+// conditions, and returns the pass's result and error.
+func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T]) (ctrl.Result, error) {
+	var res ctrl.Result
+	var stopped Outcome
+	var stoppedBy string
+	for _, step := range r.opts.Steps {
+		out := r.runStep(ctx, step, s)
+		if err := r.markStep(s.Object, step, out); err != nil {
+			return res, err
+		}
+		if out.after > 0 && (res.RequeueAfter == 0 || out.after < res.RequeueAfter) && out.kind != kindTerminal && out.kind != kindError {
+			res.RequeueAfter = out.after
+		}
+		if out.stops() {
+			stopped, stoppedBy = out, step.Name
+			break
+		}
+	}
+	obj := s.Object
+	var stepErr error
+	switch stopped.kind {
+	case kindContinue:
+		conditions.Delete(obj, conditions.Reconciling)
+		conditions.Delete(obj, conditions.Stalled)
+	case kindWait:
+		conditions.Delete(obj, conditions.Stalled)
+		if err := conditions.MarkTrue(obj, conditions.Reconciling, stopped.reason, "step %s: %s", stoppedBy, stopped.message); err != nil {
+			return res, err
+		}
+	case kindError:
+		conditions.Delete(obj, conditions.Stalled)
+		if err := conditions.MarkTrue(obj, conditions.Reconciling, stopped.reason, "step %s: %v", stoppedBy, stopped.err); err != nil {
+			return res, err
+		}
+		stepErr = fmt.Errorf("step %s: %w", stoppedBy, stopped.err)
+	case kindTerminal:
+		conditions.Delete(obj, conditions.Reconciling)
+		if err := conditions.MarkTrue(obj, conditions.Stalled, stopped.reason, "step %s: %v", stoppedBy, stopped.err); err != nil {
+			return res, err
+		}
+		stepErr = reconcile.TerminalError(fmt.Errorf("step %s: %w", stoppedBy, stopped.err))
+		res = ctrl.Result{}
+	}
+	if err := r.summary.Apply(obj); err != nil {
+		return res, err
+	}
+	setObservedGeneration(obj)
+	return res, stepErr
+}
+
+// runStep runs one step with its logger, metrics and panic recovery.
+func (r *Reconciler[T]) runStep(ctx context.Context, step Step[T], s *Scope[T]) (out Outcome) {
+	log := logf.FromContext(ctx).WithValues("step", step.Name)
+	ctx = logf.IntoContext(ctx, log)
+	start := time.Now()
+	defer func() {
+		stepDuration.WithLabelValues(r.opts.Name, step.Name).Observe(time.Since(start).Seconds())
+		if p := recover(); p != nil {
+			log.Error(fmt.Errorf("panic: %v", p), "step panicked", "stack", string(debug.Stack()))
+			out = Error(fmt.Errorf("panic: %v", p)).WithReason(ReasonPanic)
+			stepErrors.WithLabelValues(r.opts.Name, step.Name, "panic").Inc()
+			return
+		}
+		switch out.kind {
+		case kindError:
+			stepErrors.WithLabelValues(r.opts.Name, step.Name, "transient").Inc()
+			log.V(1).Info("step failed", "error", out.err.Error())
+		case kindTerminal:
+			stepErrors.WithLabelValues(r.opts.Name, step.Name, "terminal").Inc()
+			log.Info("step failed permanently", "reason", out.reason, "error", out.err.Error())
+		case kindWait:
+			log.V(1).Info("step waiting", "reason", out.reason, "message", out.message)
+		}
+	}()
+	return step.Run(ctx, s)
+}
+
+// markStep sets the step's own condition from its outcome.
+func (r *Reconciler[T]) markStep(obj T, step Step[T], out Outcome) error {
+	if step.Condition == "" {
+		return nil
+	}
+	var err error
+	switch out.kind {
+	case kindContinue:
+		reason := out.reason
+		if reason == "" {
+			reason = ReasonSucceeded
+		}
+		err = conditions.MarkTrue(obj, step.Condition, reason, "%s", out.message)
+	default:
+		err = conditions.MarkFalse(obj, step.Condition, out.reason, "%s", out.conditionMessage())
+	}
+	if err != nil {
+		return fmt.Errorf("step %s: condition %s: %w", step.Name, step.Condition, err)
+	}
+	return nil
+}
+
+// delete runs the deletion path.
+func (r *Reconciler[T]) delete(ctx context.Context, c client.Client, orig, obj T) (ctrl.Result, error) {
+	if r.finalizer == nil {
+		return ctrl.Result{}, nil
+	}
+	f := *r.finalizer
+	f.Client = c
+	done, res, err := f.Finalize(ctx, obj)
+	if done {
+		// The finalizer is gone; the object may be gone too. Nothing to write.
+		return ctrl.Result{}, err
+	}
+	if werr := r.finish(ctx, c, orig, obj, err); werr != nil {
+		return ctrl.Result{}, errors.Join(err, werr)
+	}
+	return ctrl.Result{RequeueAfter: res.RequeueAfter}, err
+}
+
+// finish writes status if it changed and emits transition events.
+func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, orig, obj T, passErr error) error {
+	if err := writeStatus(ctx, c, r.opts.APIReader, orig, obj); err != nil {
+		return err
+	}
+	r.emitTransitions(orig, obj, passErr)
+	return nil
+}
+
+// emitTransitions emits one event per condition whose status flipped (or
+// that appeared) in this pass: Warning for Stalled=True and for conditions
+// that went False or Unknown because of an error, Normal otherwise.
+func (r *Reconciler[T]) emitTransitions(orig, obj T, passErr error) {
+	if r.opts.Recorder == nil {
+		return
+	}
+	for _, c := range obj.GetConditions() {
+		before := conditions.Get(orig, c.Type)
+		if before != nil && before.Status == c.Status {
+			continue
+		}
+		eventType := "Normal"
+		if (c.Type == conditions.Stalled && c.Status == metav1.ConditionTrue) ||
+			(passErr != nil && c.Status != metav1.ConditionTrue && c.Type != conditions.Reconciling) {
+			eventType = "Warning"
+		}
+		note := fmt.Sprintf("%s=%s", c.Type, c.Status)
+		if c.Message != "" {
+			note += ": " + c.Message
+		}
+		r.opts.Recorder.Eventf(obj, nil, eventType, c.Reason, "Reconcile", "%s", truncate(note, 1000))
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,520 @@
+package reconciler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/finalizer"
+	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
+	"github.com/reconcilekit/reconcilekit/reconciler"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, testenv.Options{})) }
+
+type widgetStep = reconciler.Step[*testv1.Widget]
+type scope = reconciler.Scope[*testv1.Widget]
+
+// fixture is one Widget in a fresh namespace and a reconciler for it driven
+// directly (no manager), through a counting client.
+type fixture struct {
+	t      *testing.T
+	ctx    context.Context
+	c      *reconcilertest.Client
+	r      *reconciler.Reconciler[*testv1.Widget]
+	req    reconcile.Request
+	events *events.FakeRecorder
+}
+
+func newFixture(t *testing.T, opts reconciler.Options[*testv1.Widget], mutate ...func(*testv1.Widget)) *fixture {
+	t.Helper()
+	testenv.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}, Spec: testv1.WidgetSpec{Size: 1}}
+	for _, m := range mutate {
+		m(w)
+	}
+	require.NoError(t, env.Client.Create(ctx, w))
+	c := reconcilertest.NewClient(env.Client)
+	rec := events.NewFakeRecorder(100)
+	if opts.Name == "" {
+		opts.Name = "widget-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	}
+	opts.Client, opts.APIReader, opts.Scheme, opts.Recorder = c, env.Client, env.Scheme, rec
+	r, err := reconciler.New(nil, opts)
+	require.NoError(t, err)
+	return &fixture{t: t, ctx: ctx, c: c, r: r, events: rec,
+		req: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "w"}}}
+}
+
+func (f *fixture) reconcile() (ctrl.Result, error) {
+	f.t.Helper()
+	f.c.Reset()
+	return f.r.Reconcile(f.ctx, f.req)
+}
+
+func (f *fixture) get() *testv1.Widget {
+	f.t.Helper()
+	w := &testv1.Widget{}
+	require.NoError(f.t, env.Client.Get(f.ctx, f.req.NamespacedName, w))
+	return w
+}
+
+func (f *fixture) drainEvents() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.events.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func continueStep(name, cond string, ran *[]string) widgetStep {
+	return widgetStep{Name: name, Condition: cond, Run: func(context.Context, *scope) reconciler.Outcome {
+		*ran = append(*ran, name)
+		return reconciler.Continue()
+	}}
+}
+
+func TestStepsRunInOrderAndReadySummarises(t *testing.T) {
+	var ran []string
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		continueStep("a", "AReady", &ran),
+		continueStep("b", "", &ran),
+		continueStep("c", "CReady", &ran),
+	}})
+	res, err := f.reconcile()
+	require.NoError(t, err)
+	assert.True(t, res.IsZero())
+	assert.Equal(t, []string{"a", "b", "c"}, ran)
+
+	w := f.get()
+	assert.Equal(t, w.Generation, w.Status.ObservedGeneration)
+	assert.True(t, conditions.IsTrue(w, conditions.Ready))
+	assert.True(t, conditions.IsTrue(w, "AReady"))
+	assert.True(t, conditions.IsTrue(w, "CReady"))
+	assert.Nil(t, conditions.Get(w, conditions.Reconciling))
+	assert.Nil(t, conditions.Get(w, conditions.Stalled))
+	for _, c := range w.Status.Conditions {
+		assert.Equal(t, w.Generation, c.ObservedGeneration, c.Type)
+	}
+	assert.Equal(t, 1, f.c.Count(reconcilertest.Patch, "Widget"), "one status write:\n%s", f.c)
+
+	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+}
+
+func TestWaitingStepLeavesReadyFalseWithoutError(t *testing.T) {
+	var ran []string
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		continueStep("a", "AReady", &ran),
+		{Name: "b", Condition: "BReady", Run: func(context.Context, *scope) reconciler.Outcome {
+			ran = append(ran, "b")
+			return reconciler.Wait("DatabaseMissing", "secret %q not found", "db")
+		}},
+		continueStep("c", "CReady", &ran),
+	}})
+	res, err := f.reconcile()
+	require.NoError(t, err)
+	assert.True(t, res.IsZero(), "a wait relies on watches, not requeues")
+	assert.Equal(t, []string{"a", "b"}, ran, "steps after a wait do not run")
+
+	w := f.get()
+	ready := conditions.Get(w, conditions.Ready)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, "DatabaseMissing", ready.Reason)
+	assert.Equal(t, `secret "db" not found`, ready.Message)
+	assert.True(t, conditions.IsTrue(w, conditions.Reconciling))
+	assert.Nil(t, conditions.Get(w, conditions.Stalled))
+	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+}
+
+func TestWaitAfterRequeues(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "poll", Condition: "Polled", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Wait("NotYet", "external system not ready").After(30 * time.Second)
+		}},
+	}})
+	res, err := f.reconcile()
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, res.RequeueAfter)
+}
+
+func TestTerminalErrorStallsWithoutRequeue(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "validate", Condition: "SpecValid", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Terminal("InvalidSpec", errors.New("size must be even"))
+		}},
+	}})
+	res, err := f.reconcile()
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, reconcile.TerminalError(nil)), "a terminal error is not retried: %v", err)
+	assert.True(t, res.IsZero())
+
+	w := f.get()
+	stalled := conditions.Get(w, conditions.Stalled)
+	require.NotNil(t, stalled)
+	assert.Equal(t, metav1.ConditionTrue, stalled.Status)
+	assert.Equal(t, "InvalidSpec", stalled.Reason)
+	assert.Contains(t, stalled.Message, "size must be even")
+	assert.True(t, conditions.IsFalse(w, conditions.Ready))
+	assert.Nil(t, conditions.Get(w, conditions.Reconciling))
+
+	evs := f.drainEvents()
+	assert.True(t, slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, "Warning InvalidSpec") }), "%v", evs)
+}
+
+func TestTransientErrorIsRetriedAndKeepsEarlierStatus(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "note", Condition: "Noted", Run: func(_ context.Context, s *scope) reconciler.Outcome {
+			s.Object.Status.Note = "written by step note"
+			return reconciler.Continue()
+		}},
+		{Name: "flaky", Condition: "Flaky", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Error(errors.New("backend unavailable"))
+		}},
+	}})
+	_, err := f.reconcile()
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, reconcile.TerminalError(nil)), "a transient error is retried with backoff")
+	assert.Contains(t, err.Error(), "step flaky")
+
+	w := f.get()
+	assert.Equal(t, "written by step note", w.Status.Note, "status from steps before the failure is kept")
+	assert.True(t, conditions.IsTrue(w, "Noted"))
+	flaky := conditions.Get(w, "Flaky")
+	require.NotNil(t, flaky)
+	assert.Equal(t, reconciler.ReasonError, flaky.Reason)
+	assert.True(t, conditions.IsTrue(w, conditions.Reconciling))
+}
+
+func TestPanicBecomesCondition(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "boom", Condition: "Boom", Run: func(context.Context, *scope) reconciler.Outcome {
+			var m map[string]int
+			m["x"] = 1 // nil map write panics
+			return reconciler.Continue()
+		}},
+	}})
+	_, err := f.reconcile()
+	require.ErrorContains(t, err, "panic")
+	boom := conditions.Get(f.get(), "Boom")
+	require.NotNil(t, boom)
+	assert.Equal(t, reconciler.ReasonPanic, boom.Reason)
+}
+
+func TestNoStatusWriteWhenNothingChanged(t *testing.T) {
+	passes := 0
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "count", Condition: "Counted", Run: func(context.Context, *scope) reconciler.Outcome {
+			passes++
+			return reconciler.ContinueWith("Counted", "size is %d", 1)
+		}},
+	}})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	first := f.get().ResourceVersion
+	for range 3 {
+		_, err := f.reconcile()
+		require.NoError(t, err)
+		assert.Zero(t, f.c.Mutations(), "pass over an unchanged object wrote:\n%s", f.c)
+	}
+	assert.Equal(t, first, f.get().ResourceVersion)
+	assert.Equal(t, 4, passes)
+
+	// A spec change bumps the generation: exactly one status write follows.
+	w := f.get()
+	w.Spec.Size = 2
+	require.NoError(t, env.Client.Update(f.ctx, w))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	assert.Equal(t, 1, f.c.Mutations(), "%s", f.c)
+	w = f.get()
+	assert.Equal(t, w.Generation, w.Status.ObservedGeneration)
+}
+
+func TestEventsOnlyOnTransitions(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		continueStep("a", "AReady", new([]string)),
+	}})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	first := f.drainEvents()
+	assert.NotEmpty(t, first)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	assert.Empty(t, f.drainEvents(), "no transition, no event")
+}
+
+func TestConcurrentStatusWriterIsNotLost(t *testing.T) {
+	var once sync.Once
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "race", Condition: "Raced", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+			once.Do(func() {
+				// Another writer updates status after our read.
+				other := &testv1.Widget{}
+				require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), other))
+				other.Status.Note = "set by another writer"
+				require.NoError(t, conditions.MarkTrue(other, "Foreign", "SetElsewhere", ""))
+				require.NoError(t, env.Client.Status().Update(ctx, other))
+			})
+			return reconciler.Continue()
+		}},
+	}})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	assert.Equal(t, 1, f.c.Count(reconcilertest.Get, "Widget"), "the conflict was resolved by re-reading:\n%s", f.c)
+	w := f.get()
+	assert.Equal(t, "set by another writer", w.Status.Note)
+	assert.True(t, conditions.IsTrue(w, "Foreign"), "the other writer's condition survives")
+	assert.True(t, conditions.IsTrue(w, "Raced"), "our condition is written")
+	assert.True(t, conditions.IsTrue(w, conditions.Ready))
+}
+
+func TestDeletionRunsCleanupBeforeTheObjectDisappears(t *testing.T) {
+	var cleaned atomic.Int32
+	fail := true
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+		Steps:     []widgetStep{continueStep("a", "AReady", new([]string))},
+		Finalizer: "test.reconcilekit.io/cleanup",
+		Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "release", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
+			if fail {
+				return finalizer.Result{}, errors.New("external API down")
+			}
+			cleaned.Add(1)
+			return finalizer.Result{}, nil
+		}}},
+	})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	w := f.get()
+	require.Contains(t, w.Finalizers, "test.reconcilekit.io/cleanup", "finalizer is ensured before steps run")
+
+	require.NoError(t, env.Client.Delete(f.ctx, w))
+	_, err = f.reconcile()
+	require.ErrorContains(t, err, "external API down")
+	w = f.get()
+	assert.Contains(t, w.Finalizers, "test.reconcilekit.io/cleanup", "failed cleanup keeps the finalizer")
+	ready := conditions.Get(w, conditions.Ready)
+	require.NotNil(t, ready)
+	assert.Equal(t, "CleanupFailed", ready.Reason, "kubectl describe shows why it is stuck")
+
+	fail = false
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, cleaned.Load())
+	err = env.Client.Get(f.ctx, f.req.NamespacedName, &testv1.Widget{})
+	assert.True(t, apierrors.IsNotFound(err), "object is gone once cleanup succeeded: %v", err)
+	_, err = f.reconcile()
+	assert.NoError(t, err, "a missing object ends the pass quietly")
+}
+
+func TestPauseAnnotationStopsWrites(t *testing.T) {
+	ran := 0
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+		Steps: []widgetStep{{Name: "a", Condition: "AReady", Run: func(context.Context, *scope) reconciler.Outcome {
+			ran++
+			return reconciler.Continue()
+		}}},
+		Finalizer: "test.reconcilekit.io/cleanup",
+		Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "noop", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
+			return finalizer.Result{}, nil
+		}}},
+	}, func(w *testv1.Widget) { w.Annotations = map[string]string{reconciler.PausedAnnotation: "true"} })
+
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	assert.Equal(t, 1, f.c.Mutations(), "only the Paused condition is written:\n%s", f.c)
+	w := f.get()
+	assert.True(t, conditions.IsTrue(w, reconciler.Paused))
+	assert.Empty(t, w.Finalizers, "a paused object gets no finalizer")
+
+	w.Spec.Size = 7
+	require.NoError(t, env.Client.Update(f.ctx, w))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	assert.Zero(t, f.c.Mutations(), "%s", f.c)
+	assert.Zero(t, ran)
+
+	w = f.get()
+	delete(w.Annotations, reconciler.PausedAnnotation)
+	require.NoError(t, env.Client.Update(f.ctx, w))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	w = f.get()
+	assert.Equal(t, 1, ran)
+	assert.Nil(t, conditions.Get(w, reconciler.Paused))
+	assert.True(t, conditions.IsTrue(w, conditions.Ready))
+}
+
+func TestOwnedObjectsThroughScope(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "configmap", Condition: "ConfigReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: s.Object.Name + "-config", Namespace: s.Object.Namespace},
+				Data:       map[string]string{"size": fmt.Sprint(s.Object.Spec.Size)},
+			}
+			if _, err := s.Apply(ctx, cm); err != nil {
+				return reconciler.Error(err)
+			}
+			return reconciler.Continue()
+		}},
+	}})
+	reconcilertest.Converge(t, f.ctx, f.r, f.c, f.req, 5)
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.req.Namespace, Name: "w-config"}, cm))
+	assert.Equal(t, "1", cm.Data["size"])
+	require.Len(t, cm.OwnerReferences, 1)
+	assert.Equal(t, "Widget", cm.OwnerReferences[0].Kind)
+	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+}
+
+func TestConvergesUnderInjectedFaults(t *testing.T) {
+	for _, fault := range []reconcilertest.Fault{
+		{Verb: "mutating", Err: reconcilertest.ErrConflict, Rate: 0.5},
+		{Verb: "mutating", Err: reconcilertest.ErrServer, Rate: 0.5},
+		{Verb: reconcilertest.Get, Err: reconcilertest.ErrTimeout, Rate: 0.3},
+	} {
+		t.Run(fault.Err.Error(), func(t *testing.T) {
+			f := newFixture(t, reconciler.Options[*testv1.Widget]{
+				Steps: []widgetStep{{Name: "configmap", Condition: "ConfigReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: s.Object.Namespace}, Data: map[string]string{"k": "v"}}
+					if _, err := s.Apply(ctx, cm); err != nil {
+						return reconciler.Error(err)
+					}
+					return reconciler.Continue()
+				}}},
+				Finalizer: "test.reconcilekit.io/cleanup",
+				Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "noop", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
+					return finalizer.Result{}, nil
+				}}},
+			})
+			f.c.Inject(fault)
+			converged := false
+			for range 40 {
+				if _, err := f.reconcile(); err == nil && conditions.IsTrue(f.get(), conditions.Ready) {
+					converged = true
+					break
+				}
+			}
+			require.True(t, converged, "did not converge under %v", fault.Err)
+			f.c.ClearFaults()
+			reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+		})
+	}
+}
+
+func TestMetricsAreRegistered(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Name: "metrics-test", Steps: []widgetStep{
+		{Name: "fails", Condition: "Fails", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Error(errors.New("nope"))
+		}},
+	}})
+	_, _ = f.reconcile()
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	found := map[string]bool{}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "metrics-test" {
+					found[mf.GetName()] = true
+				}
+			}
+		}
+	}
+	for _, name := range []string{
+		"reconcilekit_step_duration_seconds",
+		"reconcilekit_step_errors_total",
+		"reconcilekit_mutating_requests_per_reconcile",
+	} {
+		assert.True(t, found[name], "metric %s with controller=metrics-test", name)
+	}
+}
+
+// countingReconciler counts how often the controller calls Reconcile.
+type countingReconciler struct {
+	reconcile.Reconciler
+	calls atomic.Int32
+}
+
+func (c *countingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	c.calls.Add(1)
+	return c.Reconciler.Reconcile(ctx, req)
+}
+
+// TestRequeueBehaviourUnderAManager runs the reconciler in a real
+// controller: a terminal error is reconciled once and not again, a
+// transient error is retried, with backoff rather than in a hot loop.
+func TestRequeueBehaviourUnderAManager(t *testing.T) {
+	testenv.Require(t)
+	ns := env.Namespace(t)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	require.NoError(t, err)
+
+	build := func(name string, out reconciler.Outcome) *countingReconciler {
+		r, err := reconciler.New(mgr, reconciler.Options[*testv1.Widget]{Name: name, Steps: []widgetStep{
+			{Name: "only", Condition: "Only", Run: func(context.Context, *scope) reconciler.Outcome { return out }},
+		}})
+		require.NoError(t, err)
+		cr := &countingReconciler{Reconciler: r}
+		require.NoError(t, ctrl.NewControllerManagedBy(mgr).Named(name).For(&testv1.Widget{}).
+			WithEventFilter(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetNamespace() == ns && o.GetName() == name
+			})).
+			WithOptions(controller.Options{SkipNameValidation: new(true)}).Complete(cr))
+		return cr
+	}
+	terminal := build("terminal", reconciler.Terminal("Bad", errors.New("bad spec")))
+	transient := build("transient", reconciler.Error(errors.New("try again")))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = mgr.Start(ctx) }()
+
+	for _, name := range []string{"terminal", "transient"} {
+		require.NoError(t, env.Client.Create(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}))
+	}
+	// Wait until the transient reconciler has retried several times:
+	// controller-runtime's backoff (5ms doubling) spaces them out.
+	require.Eventually(t, func() bool { return transient.calls.Load() >= 7 }, 30*time.Second, 20*time.Millisecond)
+	// In that window the terminal widget was reconciled for its create
+	// event and for the watch event of its own status write, and never
+	// retried: a retry loop would have matched the transient count.
+	assert.LessOrEqual(t, terminal.calls.Load(), int32(3))
+	assert.GreaterOrEqual(t, terminal.calls.Load(), int32(1))
+	stalled := &testv1.Widget{}
+	require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "terminal"}, stalled))
+	assert.True(t, conditions.IsTrue(stalled, conditions.Stalled))
+}

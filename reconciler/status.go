@@ -1,0 +1,121 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+)
+
+// maxStatusAttempts bounds the conflict retries of one status write; after
+// that the pass fails and controller-runtime retries it with backoff.
+const maxStatusAttempts = 5
+
+var conditionsType = reflect.TypeOf([]metav1.Condition(nil))
+
+// statusOf returns the addressable Status struct of obj, or an invalid
+// Value when obj has none.
+func statusOf(obj client.Object) reflect.Value {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return reflect.Value{}
+	}
+	s := v.Elem().FieldByName("Status")
+	if !s.IsValid() || s.Kind() != reflect.Struct {
+		return reflect.Value{}
+	}
+	return s
+}
+
+// setObservedGeneration stamps status.observedGeneration when the type has
+// an int64 ObservedGeneration field in its Status struct.
+func setObservedGeneration(obj client.Object) {
+	s := statusOf(obj)
+	if !s.IsValid() {
+		return
+	}
+	f := s.FieldByName("ObservedGeneration")
+	if f.IsValid() && f.CanSet() && f.Kind() == reflect.Int64 {
+		f.SetInt(obj.GetGeneration())
+	}
+}
+
+// statusChanged reports whether obj's status differs from orig's.
+func statusChanged(orig, obj client.Object) bool {
+	a, b := statusOf(orig), statusOf(obj)
+	if !a.IsValid() || !b.IsValid() {
+		return false
+	}
+	return !equality.Semantic.DeepEqual(a.Interface(), b.Interface())
+}
+
+// writeStatus patches obj's status if it differs from orig's. The patch is
+// a JSON merge patch with an optimistic lock, so it never overwrites a
+// status written since orig was read. On a conflict the object is re-read
+// from the apiserver (not the cache) and this pass's delta — the top-level
+// status fields that changed between orig and obj, and the conditions that
+// changed, by type — is re-applied on the fresh status; a delta that is
+// already there writes nothing.
+func writeStatus[T Object](ctx context.Context, c client.Client, reader client.Reader, orig, obj T) error {
+	want := obj.DeepCopyObject().(T)
+	base := orig
+	for attempt := 1; ; attempt++ {
+		if !statusChanged(base, obj) {
+			return nil
+		}
+		err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err) || attempt == maxStatusAttempts:
+			return fmt.Errorf("writing status of %s: %w", client.ObjectKeyFromObject(obj), err)
+		}
+		fresh := obj.DeepCopyObject().(T)
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("re-reading %s after a status conflict: %w", client.ObjectKeyFromObject(obj), err)
+		}
+		base = fresh.DeepCopyObject().(T)
+		reapply(orig, want, fresh)
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(fresh).Elem())
+	}
+}
+
+// reapply copies onto fresh the status changes between orig and want.
+func reapply[T Object](orig, want, fresh T) {
+	o, w, f := statusOf(orig), statusOf(want), statusOf(fresh)
+	for i := range w.NumField() {
+		if w.Type().Field(i).Type == conditionsType || !f.Field(i).CanSet() {
+			continue
+		}
+		if !equality.Semantic.DeepEqual(o.Field(i).Interface(), w.Field(i).Interface()) {
+			f.Field(i).Set(w.Field(i))
+		}
+	}
+	conds := fresh.GetConditions()
+	for _, c := range want.GetConditions() {
+		before := meta.FindStatusCondition(orig.GetConditions(), c.Type)
+		if before == nil || !equality.Semantic.DeepEqual(*before, c) {
+			meta.RemoveStatusCondition(&conds, c.Type)
+			conds = append(conds, c)
+		}
+	}
+	for _, c := range orig.GetConditions() {
+		if meta.FindStatusCondition(want.GetConditions(), c.Type) == nil {
+			meta.RemoveStatusCondition(&conds, c.Type)
+		}
+	}
+	conditions.Sort(conds)
+	fresh.SetConditions(conds)
+}
