@@ -78,6 +78,11 @@ type Options[T Object] struct {
 	// CleanupDeadline, if set, makes stuck cleanup warn on every pass once
 	// the object has been deleting for this long.
 	CleanupDeadline time.Duration
+	// Summarize, if set, runs at the end of every pass over a live object,
+	// after Ready, Reconciling and Stalled are computed, whatever the steps
+	// returned. Use it to derive convenience status fields (a ready flag, a
+	// one-line message) from the conditions, so they can never disagree.
+	Summarize func(obj T)
 
 	// Client, APIReader, Scheme and Recorder default to the manager's.
 	// Set Client to a reconcilertest.Client in tests.
@@ -254,25 +259,31 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 	}
 
 	if _, paused := obj.GetAnnotations()[PausedAnnotation]; paused {
-		if err := conditions.MarkTrue(obj, Paused, ReasonPaused, "the %s annotation is set; remove it to resume", PausedAnnotation); err != nil {
-			return ctrl.Result{}, err
+		// Marked once: re-stamping it on every generation would be a write.
+		if !conditions.IsTrue(obj, Paused) {
+			if err := conditions.MarkTrue(obj, Paused, ReasonPaused, "the %s annotation is set; remove it to resume", PausedAnnotation); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 		return ctrl.Result{}, r.finish(ctx, counted, orig, obj, nil)
 	}
-	conditions.Delete(obj, Paused)
 
 	if !obj.GetDeletionTimestamp().IsZero() {
+		conditions.Delete(obj, Paused)
 		return r.delete(ctx, counted, orig, obj)
 	}
 	if r.finalizer != nil {
-		if _, err := finalizer.Ensure(ctx, counted, obj, r.opts.Finalizer); err != nil {
+		changed, err := finalizer.Ensure(ctx, counted, obj, r.opts.Finalizer)
+		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", r.opts.Finalizer, err)
 		}
-		// Ensure refreshed obj's metadata; the status diff is against orig,
-		// so orig must carry the same metadata.
-		orig.SetResourceVersion(obj.GetResourceVersion())
-		orig.SetFinalizers(obj.GetFinalizers())
+		if changed {
+			// obj is now the server's answer; nothing of this pass has
+			// touched it yet, so it is the new baseline for the status diff.
+			orig = obj.DeepCopyObject().(T)
+		}
 	}
+	conditions.Delete(obj, Paused)
 
 	res, stepErr := r.runSteps(ctx, scope)
 	if err := r.finish(ctx, counted, orig, obj, stepErr); err != nil {
@@ -327,6 +338,9 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T]) (ctrl.Result,
 	}
 	if err := r.summary.Apply(obj); err != nil {
 		return res, err
+	}
+	if r.opts.Summarize != nil {
+		r.opts.Summarize(obj)
 	}
 	setObservedGeneration(obj)
 	return res, stepErr

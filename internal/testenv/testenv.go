@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 )
@@ -82,6 +84,10 @@ func Start(opts Options) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: opts.WebhookInstallOptions,
 		Scheme:                s,
+		// Generous: on a loaded two-core machine kube-apiserver can take
+		// a minute to come up.
+		ControlPlaneStartTimeout: 3 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
 	}
 	cfg, err := te.Start()
 	if err != nil {
@@ -118,6 +124,9 @@ var started bool
 // unless -short is given, and returns the exit code for os.Exit.
 func Main(m *testing.M, env **Env, opts Options) int {
 	flag.Parse()
+	// Reconciler errors are expected in tests and asserted on; logging
+	// their stack traces would bury the test output.
+	logf.SetLogger(logr.Discard())
 	if testing.Short() {
 		return m.Run()
 	}

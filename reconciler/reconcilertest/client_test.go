@@ -37,11 +37,11 @@ func TestCountsByVerbKindAndSubresource(t *testing.T) {
 	require.NoError(t, c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns"}}))
 
 	assert.Equal(t, map[reconcilertest.Request]int{
-		{Verb: "get", Kind: "Widget"}:                         1,
-		{Verb: "list", Kind: "Widget"}:                        1,
+		{Verb: "get", Kind: "Widget"}:                          1,
+		{Verb: "list", Kind: "Widget"}:                         1,
 		{Verb: "patch", Kind: "Widget", Subresource: "status"}: 1,
-		{Verb: "create", Kind: "ConfigMap"}:                   1,
-		{Verb: "delete", Kind: "ConfigMap"}:                   1,
+		{Verb: "create", Kind: "ConfigMap"}:                    1,
+		{Verb: "delete", Kind: "ConfigMap"}:                    1,
 	}, c.Counts())
 	assert.Equal(t, 3, c.Mutations())
 	assert.Equal(t, []string{"patch Widget/status", "create ConfigMap", "delete ConfigMap"}, c.MutatingRequests())

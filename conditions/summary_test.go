@@ -1,0 +1,137 @@
+package conditions_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+)
+
+func TestSummaryApply(t *testing.T) {
+	const (
+		T = metav1.ConditionTrue
+		F = metav1.ConditionFalse
+		U = metav1.ConditionUnknown
+	)
+	tests := []struct {
+		name        string
+		summary     conditions.Summary
+		existing    []metav1.Condition
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantMessage string
+	}{
+		{
+			name:       "no dependents is Ready",
+			summary:    conditions.NewSummary(),
+			wantStatus: T, wantReason: conditions.ReasonSucceeded,
+		},
+		{
+			name:     "all dependents True",
+			summary:  conditions.NewSummary("Synced", "Available"),
+			existing: []metav1.Condition{cond("Synced", T, "Applied", "x"), cond("Available", T, "Up", "y")},
+			// Nothing to report: no dependent's message leaks into Ready.
+			wantStatus: T, wantReason: conditions.ReasonSucceeded, wantMessage: "",
+		},
+		{
+			name:       "True reason and message overridden",
+			summary:    conditions.NewSummary("Synced").WithTrueReason("Serving", "listening on :443"),
+			existing:   []metav1.Condition{cond("Synced", T, "Applied", "")},
+			wantStatus: T, wantReason: "Serving", wantMessage: "listening on :443",
+		},
+		{
+			name:       "override does not apply when not all True",
+			summary:    conditions.NewSummary("Synced").WithTrueReason("Serving", "listening"),
+			existing:   []metav1.Condition{cond("Synced", F, "ApplyFailed", "denied")},
+			wantStatus: F, wantReason: "ApplyFailed", wantMessage: "denied",
+		},
+		{
+			name:       "a False dependent makes Ready False with its reason and message",
+			summary:    conditions.NewSummary("Synced", "Available"),
+			existing:   []metav1.Condition{cond("Synced", T, "Applied", ""), cond("Available", F, "ReplicasUnavailable", "1/3 ready")},
+			wantStatus: F, wantReason: "ReplicasUnavailable", wantMessage: "1/3 ready",
+		},
+		{
+			name:       "an Unknown dependent makes Ready Unknown",
+			summary:    conditions.NewSummary("Synced", "Available"),
+			existing:   []metav1.Condition{cond("Synced", U, "Applying", "in flight"), cond("Available", T, "Up", "")},
+			wantStatus: U, wantReason: "Applying", wantMessage: "in flight",
+		},
+		{
+			name:       "first non-True in declared order wins over a later False",
+			summary:    conditions.NewSummary("Synced", "Available"),
+			existing:   []metav1.Condition{cond("Synced", U, "Applying", "in flight"), cond("Available", F, "Down", "no pods")},
+			wantStatus: U, wantReason: "Applying", wantMessage: "in flight",
+		},
+		{
+			name:       "declared order, not condition order, decides",
+			summary:    conditions.NewSummary("Zeta", "Alpha"),
+			existing:   []metav1.Condition{cond("Alpha", F, "AlphaBroken", "a"), cond("Zeta", F, "ZetaBroken", "z")},
+			wantStatus: F, wantReason: "ZetaBroken", wantMessage: "z",
+		},
+		{
+			name:       "an absent dependent makes Ready Unknown and is named",
+			summary:    conditions.NewSummary("Synced", "Available"),
+			existing:   []metav1.Condition{cond("Synced", T, "Applied", "")},
+			wantStatus: U, wantReason: conditions.ReasonDependencyMissing, wantMessage: `condition "Available" has not been reported yet`,
+		},
+		{
+			name:       "a previous Ready is replaced",
+			summary:    conditions.NewSummary("Synced"),
+			existing:   []metav1.Condition{cond(conditions.Ready, T, "Succeeded", ""), cond("Synced", F, "ApplyFailed", "denied")},
+			wantStatus: F, wantReason: "ApplyFailed", wantMessage: "denied",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := widget(5, tt.existing...)
+			require.NoError(t, tt.summary.Apply(w))
+
+			ready := conditions.Get(w, conditions.Ready)
+			require.NotNil(t, ready)
+			assert.Equal(t, tt.wantStatus, ready.Status)
+			assert.Equal(t, tt.wantReason, ready.Reason)
+			assert.Equal(t, tt.wantMessage, ready.Message)
+			assert.Equal(t, int64(5), ready.ObservedGeneration)
+			assert.Equal(t, conditions.Ready, w.Status.Conditions[0].Type, "Ready comes first")
+
+			again := w.DeepCopy()
+			require.NoError(t, tt.summary.Apply(again))
+			assert.Equal(t, w.Status.Conditions, again.Status.Conditions, "a second Apply changes nothing")
+		})
+	}
+}
+
+func TestSummaryApplyRejectsKstatusDependents(t *testing.T) {
+	for _, dep := range []string{conditions.Ready, conditions.Reconciling, conditions.Stalled} {
+		t.Run(dep, func(t *testing.T) {
+			w := widget(1, cond(dep, metav1.ConditionTrue, "R", ""))
+			before := w.DeepCopy()
+			err := conditions.NewSummary("Synced", dep).Apply(w)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), dep)
+			assert.Equal(t, before, w)
+		})
+	}
+}
+
+func TestSummaryApplyReportsInvalidTrueReason(t *testing.T) {
+	w := widget(1)
+	err := conditions.NewSummary().WithTrueReason("not valid", "").Apply(w)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "reason")
+	assert.Nil(t, w.Status.Conditions)
+}
+
+func TestSummaryDependentsIsACopy(t *testing.T) {
+	deps := []string{"Synced", "Available"}
+	s := conditions.NewSummary(deps...)
+	deps[0] = "Changed"
+	got := s.Dependents()
+	assert.Equal(t, []string{"Synced", "Available"}, got)
+	got[1] = "Changed"
+	assert.Equal(t, []string{"Synced", "Available"}, s.Dependents())
+}

@@ -1,0 +1,494 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/e2e-framework/klient"
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+	"sigs.k8s.io/e2e-framework/support"
+	"sigs.k8s.io/e2e-framework/support/kind"
+)
+
+// Provider names where the suite's cluster comes from (env E2E_PROVIDER).
+type Provider string
+
+const (
+	// ProviderKwok starts a local cluster with hack/cluster.sh from the
+	// project's own binaries. It is the default.
+	ProviderKwok Provider = "kwok"
+	// ProviderKind creates a kind cluster; it needs a container engine.
+	ProviderKind Provider = "kind"
+	// ProviderExisting uses the cluster E2E_KUBECONFIG points at and leaves
+	// it running afterwards.
+	ProviderExisting Provider = "existing"
+)
+
+// DefaultClusterName names the cluster the kwok and kind providers create.
+// It differs from hack/cluster.sh's default so that a development cluster
+// started with `hack/cluster.sh up` is never reused or deleted by the suite.
+const DefaultClusterName = "reconcilekit-e2e"
+
+// Options configure a [Harness]. [OptionsFromEnv] fills them from the
+// environment, which is how `make test-e2e` and CI set them.
+type Options struct {
+	// Provider picks the cluster (E2E_PROVIDER, default kwok).
+	Provider Provider
+	// RepoRoot is the checkout holding hack/cluster.sh and hack/tools.sh.
+	RepoRoot string
+	// ToolsBin holds the pinned binaries (TOOLS_BIN). When empty, the kwok
+	// provider runs hack/tools.sh for it; the other providers then take
+	// kubectl from PATH.
+	ToolsBin string
+	// ClusterName names the kwok or kind cluster (E2E_CLUSTER_NAME,
+	// default [DefaultClusterName]).
+	ClusterName string
+	// Kubeconfig is the existing cluster's kubeconfig (E2E_KUBECONFIG);
+	// required by, and only used by, [ProviderExisting].
+	Kubeconfig string
+	// KindBinary is the kind executable (KIND_BINARY, default: kind on PATH).
+	KindBinary string
+	// ArtifactsDir receives logs and dumps after a failure (E2E_ARTIFACTS,
+	// default <repo>/.artifacts/e2e/<UTC time>).
+	ArtifactsDir string
+	// SetupTimeout bounds creating the cluster (default 10 minutes).
+	SetupTimeout time.Duration
+}
+
+// OptionsFromEnv reads [Options] from the E2E_* variables, TOOLS_BIN and
+// KIND_BINARY, and finds the repository root by walking up from the working
+// directory to go.mod.
+//
+// Guarantees: an unknown E2E_PROVIDER, or the existing provider without a
+// readable E2E_KUBECONFIG, is an error naming the variable; nothing is
+// started or installed.
+func OptionsFromEnv() (Options, error) {
+	root, err := findRepoRoot()
+	if err != nil {
+		return Options{}, err
+	}
+	o := Options{
+		Provider:     Provider(os.Getenv("E2E_PROVIDER")),
+		RepoRoot:     root,
+		ToolsBin:     os.Getenv("TOOLS_BIN"),
+		ClusterName:  os.Getenv("E2E_CLUSTER_NAME"),
+		Kubeconfig:   os.Getenv("E2E_KUBECONFIG"),
+		KindBinary:   os.Getenv("KIND_BINARY"),
+		ArtifactsDir: os.Getenv("E2E_ARTIFACTS"),
+	}
+	if err := o.complete(); err != nil {
+		return Options{}, err
+	}
+	return o, nil
+}
+
+// complete fills defaults and validates o.
+func (o *Options) complete() error {
+	if o.Provider == "" {
+		o.Provider = ProviderKwok
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = DefaultClusterName
+	}
+	if o.ArtifactsDir == "" {
+		o.ArtifactsDir = filepath.Join(o.RepoRoot, ".artifacts", "e2e", time.Now().UTC().Format("20060102-150405"))
+	}
+	if o.SetupTimeout == 0 {
+		o.SetupTimeout = 10 * time.Minute
+	}
+	switch o.Provider {
+	case ProviderKwok, ProviderKind:
+	case ProviderExisting:
+		if o.Kubeconfig == "" {
+			return errors.New("E2E_PROVIDER=existing needs E2E_KUBECONFIG")
+		}
+		if _, err := os.Stat(o.Kubeconfig); err != nil {
+			return fmt.Errorf("E2E_KUBECONFIG: %w", err)
+		}
+	default:
+		return fmt.Errorf("E2E_PROVIDER=%q: want %q, %q or %q", o.Provider, ProviderKwok, ProviderKind, ProviderExisting)
+	}
+	return nil
+}
+
+// Harness owns the suite's cluster for one run of the test binary: it
+// creates it, points the e2e-framework environment at it, gives every feature
+// a namespace, exports artifacts after failures and deletes the cluster.
+//
+// Guarantees: the cluster is deleted after the tests, after a failed setup
+// (also a partially created cluster) and on SIGINT/SIGTERM; artifact export
+// never prevents the deletion.
+//
+// Caveats: a process killed outright (go test -timeout panics, SIGKILL)
+// leaves the cluster behind; the kwok provider deletes a stale cluster of
+// the same name before creating its own.
+type Harness struct {
+	opts    Options
+	cluster support.E2EClusterProvider // nil for ProviderExisting
+
+	mu         sync.Mutex
+	kubeconfig string
+	kubectl    string
+
+	failed   atomic.Bool
+	teardown sync.Once
+}
+
+// NewHarness returns a harness for opts; it starts nothing.
+func NewHarness(opts Options) (*Harness, error) {
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	h := &Harness{opts: opts}
+	switch opts.Provider {
+	case ProviderKwok:
+		h.cluster = newLocalCluster(filepath.Join(opts.RepoRoot, "hack", "cluster.sh"), opts.ToolsBin).
+			WithName(opts.ClusterName)
+	case ProviderKind:
+		path := opts.KindBinary
+		if path == "" {
+			path = "kind"
+		}
+		// Resolve it now: e2e-framework's kind support would otherwise
+		// `go install` a kind version of its own choosing.
+		resolved, err := exec.LookPath(path)
+		if err != nil {
+			return nil, fmt.Errorf("E2E_PROVIDER=kind: kind binary %q (KIND_BINARY or PATH): %w", path, err)
+		}
+		h.cluster = kind.NewProvider().WithPath(resolved).WithName(opts.ClusterName).SetDefaults()
+	}
+	return h, nil
+}
+
+// Run wires the harness into e (setup, per-feature namespaces, failure
+// tracking, artifact export, teardown) and runs the tests; TestMain passes
+// its result to os.Exit.
+func (h *Harness) Run(m *testing.M, e env.Environment) int {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	go func() {
+		sig, ok := <-signals
+		if !ok {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "e2e: %v: deleting the cluster before exiting\n", sig)
+		h.destroy(context.Background())
+		os.Exit(130)
+	}()
+
+	e.Setup(h.setup).
+		BeforeEachFeature(h.createNamespace).
+		AfterEachFeature(h.deleteNamespace).
+		AfterEachTest(h.recordResult).
+		Finish(h.finish)
+	return e.Run(m)
+}
+
+// Kubeconfig returns the path of the suite cluster's kubeconfig; it is empty
+// before setup.
+func (h *Harness) Kubeconfig() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.kubeconfig
+}
+
+// ArtifactsDir returns where logs and dumps go after a failure.
+func (h *Harness) ArtifactsDir() string { return h.opts.ArtifactsDir }
+
+// Kubectl runs the pinned kubectl (TOOLS_BIN/kubectl, else kubectl on PATH)
+// with the suite cluster's kubeconfig and returns its stdout.
+//
+// Guarantees: never reads ~/.kube/config or $KUBECONFIG; a non-zero exit is
+// an error carrying the arguments and stderr. Without a deadline on ctx the
+// command is bounded to two minutes.
+func (h *Harness) Kubectl(ctx context.Context, args ...string) (string, error) {
+	h.mu.Lock()
+	kubectl, kubeconfig := h.kubectl, h.kubeconfig
+	h.mu.Unlock()
+	if kubeconfig == "" {
+		return "", errors.New("kubectl: the suite cluster is not set up")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// MustKubectl is [Harness.Kubectl] for test steps: an error fails t.
+func (h *Harness) MustKubectl(ctx context.Context, t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := h.Kubectl(ctx, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+type namespaceKey struct{}
+
+// namespaceLabel marks the namespaces the harness creates, so leftovers on
+// an existing cluster can be found with a label selector.
+const namespaceLabel = "e2e.reconcilekit.io/suite"
+
+// Namespace returns the namespace the harness created for the running
+// feature; it fails t when called outside a feature.
+func Namespace(ctx context.Context, t testing.TB) string {
+	t.Helper()
+	ns, ok := ctx.Value(namespaceKey{}).(string)
+	if !ok {
+		t.Fatal("e2e.Namespace: no feature namespace in the context; call it from a feature step")
+	}
+	return ns
+}
+
+// setup creates (or, for existing, adopts) the cluster and points cfg at it.
+func (h *Harness) setup(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+	ctx, err := h.doSetup(ctx, cfg)
+	if err != nil {
+		h.failed.Store(true)
+		return ctx, fmt.Errorf("e2e setup (provider %s): %w", h.opts.Provider, err)
+	}
+	return ctx, nil
+}
+
+func (h *Harness) doSetup(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+	setupCtx, cancel := context.WithTimeout(ctx, h.opts.SetupTimeout)
+	defer cancel()
+
+	if h.opts.Provider == ProviderKwok && h.opts.ToolsBin == "" {
+		bin, err := runToolsScript(setupCtx, h.opts.RepoRoot)
+		if err != nil {
+			return ctx, err
+		}
+		h.opts.ToolsBin = bin
+		h.cluster.WithOpts(withToolsBin(bin))
+	}
+	kubectl, err := h.kubectlPath()
+	if err != nil {
+		return ctx, err
+	}
+
+	kubeconfig := h.opts.Kubeconfig
+	if h.cluster != nil {
+		if kubeconfig, err = h.cluster.Create(setupCtx); err != nil {
+			return ctx, err
+		}
+		// Both providers publish the apiserver on loopback only; anything
+		// else means the kubeconfig is not the one just created.
+		if err := requireLoopback(kubeconfig); err != nil {
+			return ctx, err
+		}
+	}
+	h.mu.Lock()
+	h.kubeconfig, h.kubectl = kubeconfig, kubectl
+	h.mu.Unlock()
+
+	client, err := klient.NewWithKubeConfigFile(kubeconfig)
+	if err != nil {
+		return ctx, fmt.Errorf("client for %s: %w", kubeconfig, err)
+	}
+	cfg.WithKubeconfigFile(kubeconfig).WithClient(client)
+	if h.cluster != nil {
+		if err := h.cluster.WaitForControlPlane(setupCtx, client); err != nil {
+			return ctx, fmt.Errorf("waiting for the control plane: %w", err)
+		}
+	}
+	var ns corev1.Namespace
+	if err := client.Resources().Get(setupCtx, "default", "", &ns); err != nil {
+		return ctx, fmt.Errorf("reading namespace default through %s: %w", kubeconfig, err)
+	}
+	return ctx, nil
+}
+
+// kubectlPath prefers the pinned kubectl over one on PATH.
+func (h *Harness) kubectlPath() (string, error) {
+	if h.opts.ToolsBin != "" {
+		path := filepath.Join(h.opts.ToolsBin, "kubectl")
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("TOOLS_BIN: %w", err)
+		}
+		return path, nil
+	}
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		return "", fmt.Errorf("kubectl: set TOOLS_BIN or put kubectl on PATH: %w", err)
+	}
+	return path, nil
+}
+
+// createNamespace gives each feature a fresh namespace.
+func (h *Harness) createNamespace(ctx context.Context, cfg *envconf.Config, _ *testing.T, f features.Feature) (context.Context, error) {
+	name := envconf.RandomName("e2e", 16)
+	ctx, err := envfuncs.CreateNamespace(name,
+		envfuncs.WithLabels(map[string]string{namespaceLabel: "true"}),
+		envfuncs.WithAnnotations(map[string]string{namespaceLabel + "-feature": f.Name()}),
+	)(ctx, cfg)
+	if err != nil {
+		return ctx, fmt.Errorf("namespace for feature %q: %w", f.Name(), err)
+	}
+	return context.WithValue(ctx, namespaceKey{}, name), nil
+}
+
+// deleteNamespace dumps a failed feature's namespace, then deletes it
+// without waiting (the namespace controller finishes the job).
+func (h *Harness) deleteNamespace(ctx context.Context, cfg *envconf.Config, t *testing.T, f features.Feature) (context.Context, error) {
+	name, ok := ctx.Value(namespaceKey{}).(string)
+	if !ok {
+		return ctx, nil
+	}
+	if t.Failed() {
+		h.failed.Store(true)
+		dir := filepath.Join(h.opts.ArtifactsDir, "namespaces", name)
+		if _, err := h.Kubectl(ctx, "cluster-info", "dump", "--namespaces", name, "--output-directory", dir); err != nil {
+			t.Logf("dumping namespace %s of failed feature %q: %v", name, f.Name(), err)
+		} else {
+			t.Logf("namespace %s of failed feature %q dumped to %s", name, f.Name(), dir)
+		}
+	}
+	return envfuncs.DeleteNamespace(name)(ctx, cfg)
+}
+
+// recordResult remembers a failed test for the artifact export.
+func (h *Harness) recordResult(ctx context.Context, _ *envconf.Config, t *testing.T) (context.Context, error) {
+	if t.Failed() {
+		h.failed.Store(true)
+	}
+	return ctx, nil
+}
+
+// finish exports artifacts if anything failed, then deletes the cluster.
+func (h *Harness) finish(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	if h.failed.Load() {
+		h.exportArtifacts(ctx)
+	}
+	return ctx, h.destroy(ctx)
+}
+
+// exportArtifacts writes a cluster dump and the provider's logs; failures
+// are reported, not returned, so that teardown always follows.
+func (h *Harness) exportArtifacts(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	dir := h.opts.ArtifactsDir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: artifacts: %v\n", err)
+		return
+	}
+	if h.Kubeconfig() != "" {
+		if _, err := h.Kubectl(ctx, "cluster-info", "dump", "--all-namespaces", "--output-directory", filepath.Join(dir, "cluster-info")); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: artifacts: %v\n", err)
+		}
+	}
+	if h.cluster != nil {
+		if err := h.cluster.ExportLogs(ctx, filepath.Join(dir, "logs")); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: artifacts: exporting %s logs: %v\n", h.opts.Provider, err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "e2e: something failed; artifacts are in %s\n", dir)
+}
+
+// destroy deletes the cluster once, whoever asks first (finish or a signal).
+func (h *Harness) destroy(ctx context.Context) error {
+	var err error
+	h.teardown.Do(func() {
+		if h.cluster == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+		defer cancel()
+		if err = h.cluster.Destroy(ctx); err != nil {
+			err = fmt.Errorf("deleting %s cluster %s: %w", h.opts.Provider, h.opts.ClusterName, err)
+			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		}
+	})
+	return err
+}
+
+// requireLoopback fails unless kubeconfig's current server is on 127.0.0.1,
+// ::1 or localhost.
+func requireLoopback(kubeconfig string) error {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	u, err := url.Parse(rc.Host)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: server %q: %w", kubeconfig, rc.Host, err)
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		return nil
+	}
+	return fmt.Errorf("kubeconfig %s: server %q is not on loopback", kubeconfig, rc.Host)
+}
+
+// runToolsScript runs hack/tools.sh and returns the bin dir it prints last.
+func runToolsScript(ctx context.Context, root string) (string, error) {
+	var stdout bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "tools.sh"))
+	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("TOOLS_BIN is unset and hack/tools.sh failed: %w", err)
+	}
+	return lastLine(stdout.String())
+}
+
+// lastLine returns the last non-empty line of s.
+func lastLine(s string) (string, error) {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last == "" {
+		return "", errors.New("no output")
+	}
+	return last, nil
+}
+
+// findRepoRoot walks up from the working directory to the directory with
+// go.mod (go test runs in the package directory, e2e/).
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}

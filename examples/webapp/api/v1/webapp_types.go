@@ -1,0 +1,129 @@
+package v1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types of a WebApp. Ready (from the conditions package) is True
+// when DatabaseReady and Available are both True; Reconciling and Stalled
+// follow kstatus.
+const (
+	// DatabaseReady says whether the Service named by spec.dbRef exists.
+	DatabaseReady = "DatabaseReady"
+	// Available says whether every replica of the current spec is ready.
+	Available = "Available"
+)
+
+// WebAppSpec is the desired state of a WebApp.
+type WebAppSpec struct {
+	// Image is the container image to run. It must carry a tag or a digest
+	// (for example registry.example.com/web:v2.1.0 or web@sha256:...), so a
+	// rollout is always to a known version; "latest" is allowed but warned
+	// about.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^\s@]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$`
+	Image string `json:"image"`
+
+	// Replicas is the number of pods to run, 1 to 100. Defaults to 1. It is
+	// also the scale subresource's spec, so `kubectl scale webapp` and a
+	// HorizontalPodAutoscaler change it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// DBRef names the app's database: a Service in the same namespace (as a
+	// database operator creates for its cluster). The WebApp waits, with
+	// DatabaseReady=False, until that Service exists, and its pods get
+	// DATABASE_HOST set to the Service's cluster DNS name.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	DBRef string `json:"dbRef,omitempty"`
+
+	// Resources are the CPU and memory each pod requests and is limited to.
+	// Defaults to 500m CPU and 256Mi memory.
+	// +optional
+	Resources *ContainerResources `json:"resources,omitempty"`
+}
+
+// ContainerResources are a pod's CPU and memory, used as both request and
+// limit (Guaranteed QoS).
+type ContainerResources struct {
+	// CPU in cores, for example 500m or 2.
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+	// Memory in bytes, for example 256Mi or 1Gi.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+}
+
+// WebAppStatus is the observed state of a WebApp.
+type WebAppStatus struct {
+	// Ready mirrors the Ready condition, for the printer column.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+	// Replicas is the number of pods of the Deployment (the scale
+	// subresource's status).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of ready pods.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Message is a one-line human summary, for example
+	// "Waiting for 2/3 replicas".
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Selector is the label selector of the pods, in string form, for the
+	// scale subresource (and so for HorizontalPodAutoscalers).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// ObservedGeneration is the generation this status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Reconciling, Stalled (kstatus), DatabaseReady,
+	// Available.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WebApp runs a stateless web application: a Deployment and a Service,
+// optionally wired to a database.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=wa
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="Ready",type="boolean",JSONPath=".status.ready"
+// +kubebuilder:printcolumn:name="Replicas",type="integer",JSONPath=".spec.replicas"
+// +kubebuilder:printcolumn:name="Image",type="string",JSONPath=".spec.image"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+type WebApp struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WebAppSpec   `json:"spec"`
+	Status WebAppStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the WebApp's conditions (conditions.Getter).
+func (w *WebApp) GetConditions() []metav1.Condition { return w.Status.Conditions }
+
+// SetConditions replaces the WebApp's conditions (conditions.Setter).
+func (w *WebApp) SetConditions(c []metav1.Condition) { w.Status.Conditions = c }
+
+// WebAppList is a list of WebApps.
+//
+// +kubebuilder:object:root=true
+type WebAppList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WebApp `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&WebApp{}, &WebAppList{}) }

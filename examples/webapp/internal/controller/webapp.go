@@ -1,0 +1,346 @@
+// Package controller reconciles WebApps with reconcilekit: the whole
+// controller is a list of steps, the objects they apply, and the watches.
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	kitfinalizer "github.com/reconcilekit/reconcilekit/finalizer"
+	"github.com/reconcilekit/reconcilekit/reconciler"
+
+	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+)
+
+// Name is the controller's name: field manager, event source, metrics label.
+const Name = "webapp-controller"
+
+// Finalizer guards the cleanup of a WebApp's entry in the route registry.
+const Finalizer = "apps.example.com/cleanup"
+
+// RegistryName is the ConfigMap, in the operator's namespace, that lists
+// every WebApp's in-cluster address (key "<namespace>.<name>", value
+// "http://<service>.<namespace>.svc:80"). A shared gateway or a service
+// catalogue reads it.
+//
+// It is why the WebApp has a finalizer: owner references cannot clean it
+// up. The registry lives in another namespace (owner references never
+// cross namespaces) and is shared by every WebApp (deleting an owner
+// deletes whole objects, never one key of one). Without the finalizer a
+// deleted WebApp would stay routable forever.
+const RegistryName = "webapp-registry"
+
+// Labels put on every object the operator creates for a WebApp.
+const (
+	labelName     = "app.kubernetes.io/name"
+	labelInstance = "app.kubernetes.io/instance"
+	labelManaged  = "app.kubernetes.io/managed-by"
+)
+
+// Defaults, applied by the webhook and again here for clusters installed
+// without it.
+var (
+	DefaultCPU    = resource.MustParse("500m")
+	DefaultMemory = resource.MustParse("256Mi")
+)
+
+// dbRefIndex indexes WebApps by spec.dbRef so a Service event finds the
+// WebApps waiting for it.
+const dbRefIndex = "spec.dbRef"
+
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;update;patch,namespace=webapp-system
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Setup builds the WebApp reconciler and registers it, with its watches,
+// with mgr. registryNamespace is where the route registry lives (the
+// operator's namespace).
+func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*webappv1.WebApp], error) {
+	r, err := New(mgr, reconciler.Options[*webappv1.WebApp]{}, registryNamespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &webappv1.WebApp{}, dbRefIndex,
+		func(o client.Object) []string {
+			if ref := o.(*webappv1.WebApp).Spec.DBRef; ref != "" {
+				return []string{ref}
+			}
+			return nil
+		}); err != nil {
+		return nil, fmt.Errorf("indexing WebApps by %s: %w", dbRefIndex, err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&webappv1.WebApp{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		// A database Service appearing (or going) wakes the WebApps that
+		// reference it: no polling.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var apps webappv1.WebAppList
+			if err := mgr.GetClient().List(ctx, &apps, client.InNamespace(o.GetNamespace()),
+				client.MatchingFields{dbRefIndex: o.GetName()}); err != nil {
+				return nil
+			}
+			reqs := make([]reconcile.Request, 0, len(apps.Items))
+			for _, a := range apps.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
+			}
+			return reqs
+		})).
+		Complete(r)
+	return r, err
+}
+
+// New builds the WebApp reconciler. opts supplies overrides (tests pass a
+// counting client); steps, conditions and cleanup are always the WebApp's.
+func New(mgr ctrl.Manager, opts reconciler.Options[*webappv1.WebApp], registryNamespace string) (*reconciler.Reconciler[*webappv1.WebApp], error) {
+	reg := registry{namespace: registryNamespace, client: opts.Client}
+	if reg.client == nil && mgr != nil {
+		reg.client = mgr.GetClient()
+	}
+	opts.Name = Name
+	opts.Steps = []reconciler.Step[*webappv1.WebApp]{
+		{Name: "database", Condition: webappv1.DatabaseReady, Run: database},
+		{Name: "deployment", Run: deployment},
+		{Name: "service", Run: service},
+		{Name: "register", Run: reg.register},
+		{Name: "rollout", Condition: webappv1.Available, Run: rollout},
+	}
+	opts.Finalizer = Finalizer
+	opts.Cleanup = []kitfinalizer.Step[*webappv1.WebApp]{{Name: "deregister", Run: reg.deregister}}
+	opts.Summarize = summarize
+	return reconciler.New(mgr, opts)
+}
+
+type scope = reconciler.Scope[*webappv1.WebApp]
+
+// database waits for the Service named by spec.dbRef.
+func database(ctx context.Context, s *scope) reconciler.Outcome {
+	app := s.Object
+	if app.Spec.DBRef == "" {
+		return reconciler.ContinueWith("NotConfigured", "no database configured")
+	}
+	var svc corev1.Service
+	err := s.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Spec.DBRef}, &svc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return reconciler.Wait("DatabaseNotFound", "database Service %q not found in namespace %q", app.Spec.DBRef, app.Namespace)
+	case err != nil:
+		return reconciler.Error(fmt.Errorf("getting database Service %q: %w", app.Spec.DBRef, err))
+	}
+	return reconciler.ContinueWith("DatabaseFound", "database Service %q found", app.Spec.DBRef)
+}
+
+func selectorLabels(app *webappv1.WebApp) map[string]string {
+	return map[string]string{labelName: "webapp", labelInstance: app.Name}
+}
+
+func objectLabels(app *webappv1.WebApp) map[string]string {
+	l := selectorLabels(app)
+	l[labelManaged] = "webapp-operator"
+	return l
+}
+
+func resourcesOf(app *webappv1.WebApp) corev1.ResourceList {
+	cpu, memory := DefaultCPU, DefaultMemory
+	if r := app.Spec.Resources; r != nil {
+		if r.CPU != nil {
+			cpu = *r.CPU
+		}
+		if r.Memory != nil {
+			memory = *r.Memory
+		}
+	}
+	return corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
+}
+
+// desiredDeployment is the Deployment a WebApp asks for. Its pods pass Pod
+// Security "restricted".
+func desiredDeployment(app *webappv1.WebApp) *appsv1.Deployment {
+	replicas := int32(1)
+	if app.Spec.Replicas != nil {
+		replicas = *app.Spec.Replicas
+	}
+	res := resourcesOf(app)
+	var env []corev1.EnvVar
+	if app.Spec.DBRef != "" {
+		env = append(env, corev1.EnvVar{Name: "DATABASE_HOST", Value: fmt.Sprintf("%s.%s.svc", app.Spec.DBRef, app.Namespace)})
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: app.Name, Namespace: app.Namespace, Labels: objectLabels(app)},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(app)},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: objectLabels(app)},
+				Spec: corev1.PodSpec{
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   new(true),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:      "web",
+						Image:     app.Spec.Image,
+						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						Env:       env,
+						Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: new(false),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// deployment applies the Deployment and records the pod selector for the
+// scale subresource.
+func deployment(ctx context.Context, s *scope) reconciler.Outcome {
+	if _, err := s.Apply(ctx, desiredDeployment(s.Object)); err != nil {
+		return reconciler.Error(fmt.Errorf("applying Deployment: %w", err))
+	}
+	s.Object.Status.Selector = labels.SelectorFromSet(selectorLabels(s.Object)).String()
+	return reconciler.Continue()
+}
+
+// service applies the Service in front of the pods.
+func service(ctx context.Context, s *scope) reconciler.Outcome {
+	app := s.Object
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: app.Name, Namespace: app.Namespace, Labels: objectLabels(app)},
+		Spec: corev1.ServiceSpec{
+			Selector: selectorLabels(app),
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}
+	if _, err := s.Apply(ctx, svc); err != nil {
+		return reconciler.Error(fmt.Errorf("applying Service: %w", err))
+	}
+	return reconciler.Continue()
+}
+
+// rollout reports the Deployment's progress.
+func rollout(ctx context.Context, s *scope) reconciler.Outcome {
+	app := s.Object
+	var d appsv1.Deployment
+	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(app), &d); err != nil {
+		return reconciler.Error(fmt.Errorf("getting Deployment: %w", err))
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	app.Status.Replicas = d.Status.Replicas
+	app.Status.ReadyReplicas = d.Status.ReadyReplicas
+	switch {
+	case d.Status.ObservedGeneration < d.Generation:
+		return reconciler.Wait("RollingOut", "Waiting for the Deployment controller to observe generation %d", d.Generation)
+	case d.Status.UpdatedReplicas < want:
+		return reconciler.Wait("RollingOut", "Waiting for rollout: %d/%d replicas updated", d.Status.UpdatedReplicas, want)
+	case d.Status.Replicas > d.Status.UpdatedReplicas:
+		return reconciler.Wait("RollingOut", "Waiting for rollout: %d old replicas pending termination", d.Status.Replicas-d.Status.UpdatedReplicas)
+	case d.Status.AvailableReplicas < want || d.Status.ReadyReplicas < want:
+		return reconciler.Wait("ReplicasNotReady", "Waiting for %d/%d replicas", d.Status.ReadyReplicas, want)
+	}
+	return reconciler.ContinueWith("ReplicasReady", "%d/%d replicas ready", d.Status.ReadyReplicas, want)
+}
+
+// summarize derives the printer-column fields from the conditions, so they
+// cannot disagree with them.
+func summarize(app *webappv1.WebApp) {
+	ready := conditions.Get(app, conditions.Ready)
+	app.Status.Ready = ready != nil && ready.Status == metav1.ConditionTrue
+	switch {
+	case ready == nil:
+		app.Status.Message = ""
+	case app.Status.Ready:
+		app.Status.Message = "Ready: " + ready.Message
+	default:
+		app.Status.Message = ready.Message
+	}
+}
+
+// registry maintains the WebApp's entry in the shared route registry.
+type registry struct {
+	namespace string
+	client    client.Client
+}
+
+func registryKey(app *webappv1.WebApp) string { return app.Namespace + "." + app.Name }
+
+func registryValue(app *webappv1.WebApp) string {
+	return fmt.Sprintf("http://%s.%s.svc:80", app.Name, app.Namespace)
+}
+
+// register adds or updates this WebApp's key with a merge patch that
+// touches only that key, so concurrent reconciles of other WebApps never
+// overwrite each other, and writes nothing when the entry is current.
+func (r registry) register(ctx context.Context, s *scope) reconciler.Outcome {
+	if err := r.set(ctx, s.Client, registryKey(s.Object), new(registryValue(s.Object))); err != nil {
+		return reconciler.Error(err)
+	}
+	return reconciler.Continue()
+}
+
+// deregister removes this WebApp's key; a missing registry or key is done.
+func (r registry) deregister(ctx context.Context, app *webappv1.WebApp) (kitfinalizer.Result, error) {
+	return kitfinalizer.Result{}, r.set(ctx, r.client, registryKey(app), nil)
+}
+
+func (r registry) set(ctx context.Context, c client.Client, key string, value *string) error {
+	cm := &corev1.ConfigMap{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: RegistryName}, cm)
+	switch {
+	case apierrors.IsNotFound(err) && value == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: RegistryName, Labels: map[string]string{labelManaged: "webapp-operator"}},
+			Data:       map[string]string{key: *value},
+		}
+		if err := c.Create(ctx, cm); err == nil || !apierrors.IsAlreadyExists(err) {
+			return wrapRegistry(err)
+		}
+		// Created concurrently: fall through to the patch.
+	case err != nil:
+		return wrapRegistry(err)
+	}
+	current, present := cm.Data[key]
+	if (value == nil && !present) || (value != nil && present && current == *value) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"data": map[string]*string{key: value}})
+	if err != nil {
+		return err
+	}
+	return wrapRegistry(c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)))
+}
+
+func wrapRegistry(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("updating route registry ConfigMap %s: %w", RegistryName, err)
+}

@@ -1,0 +1,476 @@
+package ownership_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
+	"github.com/reconcilekit/reconcilekit/ownership"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, testenv.Options{})) }
+
+const manager = "webapp-operator"
+
+type fixture struct {
+	ctx   context.Context
+	ns    string
+	owner *testv1.Widget
+	c     *reconcilertest.Client // counts the Applier's requests
+	a     *ownership.Applier
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	testenv.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	ctx = logf.IntoContext(ctx, testr.New(t))
+	f := &fixture{ctx: ctx, ns: env.Namespace(t)}
+	f.owner = f.widget(t, "owner")
+	f.c = reconcilertest.NewClient(env.Client)
+	f.a = &ownership.Applier{Client: f.c, Scheme: env.Scheme, FieldManager: manager}
+	return f
+}
+
+func (f *fixture) widget(t *testing.T, name string) *testv1.Widget {
+	t.Helper()
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}}
+	require.NoError(t, env.Client.Create(f.ctx, w))
+	return w
+}
+
+// apply applies desired and requires success.
+func (f *fixture) apply(t *testing.T, desired client.Object, opts ...ownership.Option) ownership.Result {
+	t.Helper()
+	res, err := f.a.Apply(f.ctx, f.owner, desired, opts...)
+	require.NoError(t, err)
+	return res
+}
+
+// requireUnchanged applies desired and requires that nothing was written.
+func (f *fixture) requireUnchanged(t *testing.T, desired client.Object, opts ...ownership.Option) {
+	t.Helper()
+	f.c.Reset()
+	assert.Equal(t, ownership.Unchanged, f.apply(t, desired, opts...))
+	assert.Zero(t, f.c.Mutations(), "mutating requests: %v", f.c.MutatingRequests())
+}
+
+// editAs changes obj on the server as another field manager would (kubectl
+// edit, an HPA, another controller), with a merge patch.
+func (f *fixture) editAs(t *testing.T, fieldManager string, obj client.Object, edit func()) {
+	t.Helper()
+	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(obj), obj))
+	base := obj.DeepCopyObject().(client.Object)
+	edit()
+	require.NoError(t, env.Client.Patch(f.ctx, obj, client.MergeFrom(base), client.FieldOwner(fieldManager)))
+}
+
+func (f *fixture) get(t *testing.T, obj client.Object) {
+	t.Helper()
+	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(obj), obj))
+}
+
+func deployment(image string, labels map[string]string) *appsv1.Deployment {
+	sel := map[string]string{"app": "web"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "app", Image: image,
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				}}},
+			},
+		},
+	}
+}
+
+func service(ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: ports},
+	}
+}
+
+func configMap(name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}
+}
+
+func TestApplyCreateSetsControllerReference(t *testing.T) {
+	f := setup(t)
+	d := deployment("nginx:1.27", map[string]string{"app": "web"})
+	assert.Equal(t, ownership.Created, f.apply(t, d))
+	assert.NotEmpty(t, d.UID, "desired holds the server's response")
+
+	live := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}}
+	f.get(t, live)
+	require.Len(t, live.OwnerReferences, 1)
+	ref := live.OwnerReferences[0]
+	assert.Equal(t, metav1.OwnerReference{
+		APIVersion: "test.reconcilekit.io/v1", Kind: "Widget", Name: "owner", UID: f.owner.UID,
+		Controller: new(true), BlockOwnerDeletion: new(true),
+	}, ref)
+	assert.Equal(t, f.ns, live.Namespace, "empty namespace defaults to the owner's")
+	var ours bool
+	for _, mf := range live.ManagedFields {
+		ours = ours || (mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply)
+	}
+	assert.True(t, ours, "written with server-side apply as %q: %+v", manager, live.ManagedFields)
+}
+
+// The central promise: once converged, a pass writes nothing, although the
+// server has filled in defaults the desired object does not set.
+func TestSecondApplyMakesNoMutatingRequest(t *testing.T) {
+	tests := []struct {
+		name     string
+		desired  func() client.Object
+		defaults func(t *testing.T, live client.Object) // proves the server defaulted fields we left unset
+	}{
+		{"Deployment", func() client.Object { return deployment("nginx:1.27", map[string]string{"app": "web"}) },
+			func(t *testing.T, o client.Object) {
+				d := o.(*appsv1.Deployment)
+				c := d.Spec.Template.Spec.Containers[0]
+				assert.Equal(t, appsv1.RollingUpdateDeploymentStrategyType, d.Spec.Strategy.Type)
+				assert.NotNil(t, d.Spec.RevisionHistoryLimit)
+				assert.Equal(t, "/dev/termination-log", c.TerminationMessagePath)
+				assert.Equal(t, corev1.PullIfNotPresent, c.ImagePullPolicy)
+				assert.Equal(t, corev1.ProtocolTCP, c.Ports[0].Protocol)
+			}},
+		{"Service", func() client.Object { return service(corev1.ServicePort{Name: "http", Port: 80}) },
+			func(t *testing.T, o client.Object) {
+				s := o.(*corev1.Service)
+				assert.NotEmpty(t, s.Spec.ClusterIP)
+				assert.Equal(t, corev1.ServiceAffinityNone, s.Spec.SessionAffinity)
+				assert.Equal(t, corev1.ProtocolTCP, s.Spec.Ports[0].Protocol)
+				assert.Equal(t, intstr.FromInt32(80), s.Spec.Ports[0].TargetPort)
+			}},
+		{"Service with unnamed port", func() client.Object { return service(corev1.ServicePort{Port: 80}) },
+			func(t *testing.T, o client.Object) { assert.NotEmpty(t, o.(*corev1.Service).Spec.ClusterIP) }},
+		{"ConfigMap", func() client.Object { return configMap("cfg", map[string]string{"color": "blue"}) },
+			func(t *testing.T, o client.Object) { assert.Equal(t, "blue", o.(*corev1.ConfigMap).Data["color"]) }},
+		{"Secret with stringData", func() client.Object {
+			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"password": "hunter2"}}
+		}, func(t *testing.T, o client.Object) {
+			assert.Equal(t, []byte("hunter2"), o.(*corev1.Secret).Data["password"])
+		}},
+		{"unstructured ConfigMap", func() client.Object {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": "ucfg"},
+				"data":     map[string]any{"k": "v"},
+			}}
+			return u
+		}, func(t *testing.T, o client.Object) { assert.NotEmpty(t, o.GetUID()) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := setup(t)
+			assert.Equal(t, ownership.Created, f.apply(t, tt.desired()))
+
+			for range 2 {
+				desired := tt.desired()
+				f.requireUnchanged(t, desired)
+				assert.NotEmpty(t, desired.GetResourceVersion(), "desired holds the live object")
+				tt.defaults(t, desired)
+			}
+		})
+	}
+}
+
+func TestApplyRepairsDriftInOwnedFields(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(d *appsv1.Deployment)
+		check func(t *testing.T, d *appsv1.Deployment)
+	}{
+		{"image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "evil:1" },
+			func(t *testing.T, d *appsv1.Deployment) {
+				assert.Equal(t, "nginx:1.27", d.Spec.Template.Spec.Containers[0].Image)
+			}},
+		{"replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(9)) },
+			func(t *testing.T, d *appsv1.Deployment) { assert.Equal(t, int32(2), *d.Spec.Replicas) }},
+		{"label we set", func(d *appsv1.Deployment) { d.Labels["tier"] = "hacked" },
+			func(t *testing.T, d *appsv1.Deployment) { assert.Equal(t, "frontend", d.Labels["tier"]) }},
+		{"label we set, removed", func(d *appsv1.Deployment) { delete(d.Labels, "tier") },
+			func(t *testing.T, d *appsv1.Deployment) { assert.Equal(t, "frontend", d.Labels["tier"]) }},
+		{"controller reference removed", func(d *appsv1.Deployment) { d.OwnerReferences = nil },
+			func(t *testing.T, d *appsv1.Deployment) { assert.Len(t, d.OwnerReferences, 1) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := setup(t)
+			desired := func() *appsv1.Deployment {
+				return deployment("nginx:1.27", map[string]string{"app": "web", "tier": "frontend"})
+			}
+			f.apply(t, desired())
+			live := desired()
+			live.Namespace = f.ns
+			f.editAs(t, "kubectl-edit", live, func() {
+				tt.edit(live)
+				// Someone else's metadata, which must survive our repair.
+				metav1.SetMetaDataAnnotation(&live.ObjectMeta, "example.com/note", "keep me")
+				metav1.SetMetaDataLabel(&live.ObjectMeta, "team", "payments")
+			})
+
+			f.c.Reset()
+			assert.Equal(t, ownership.Updated, f.apply(t, desired()))
+			assert.Equal(t, 1, f.c.Mutations(), "one apply: %v", f.c.MutatingRequests())
+
+			got := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}}
+			f.get(t, got)
+			tt.check(t, got)
+			assert.Equal(t, "keep me", got.Annotations["example.com/note"])
+			assert.Equal(t, "payments", got.Labels["team"])
+			f.requireUnchanged(t, desired())
+		})
+	}
+}
+
+func TestForeignFieldsAreLeftAlone(t *testing.T) {
+	f := setup(t)
+	hpa := ownership.IgnoreFields("spec.replicas")
+	desired := func() *appsv1.Deployment {
+		d := deployment("nginx:1.27", map[string]string{"app": "web"})
+		d.Spec.Replicas = new(int32(3)) // ignored: never set
+		return d
+	}
+	f.apply(t, desired(), hpa)
+	live := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}}
+	f.get(t, live)
+	assert.Equal(t, int32(1), *live.Spec.Replicas, "an ignored field is not set, the server defaults it")
+
+	f.editAs(t, "hpa", live, func() { live.Spec.Replicas = new(int32(7)) })
+	f.editAs(t, "other-controller", live, func() {
+		metav1.SetMetaDataAnnotation(&live.ObjectMeta, "other.io/checksum", "abc")
+		metav1.SetMetaDataLabel(&live.ObjectMeta, "other.io/managed", "yes")
+		live.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now"}
+	})
+	f.requireUnchanged(t, desired(), hpa)
+
+	// A real change is applied and still leaves the foreign fields alone.
+	changed := desired()
+	changed.Spec.Template.Spec.Containers[0].Image = "nginx:1.28"
+	assert.Equal(t, ownership.Updated, f.apply(t, changed, hpa))
+	f.get(t, live)
+	assert.Equal(t, "nginx:1.28", live.Spec.Template.Spec.Containers[0].Image)
+	assert.Equal(t, int32(7), *live.Spec.Replicas)
+	assert.Equal(t, "abc", live.Annotations["other.io/checksum"])
+	assert.Equal(t, "yes", live.Labels["other.io/managed"])
+	assert.Equal(t, "now", live.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"])
+}
+
+func TestChangedDesiredRemovesFieldsWeNoLongerWant(t *testing.T) {
+	f := setup(t)
+	svc := service(corev1.ServicePort{Name: "http", Port: 80}, corev1.ServicePort{Name: "metrics", Port: 9090})
+	svc.Labels["tier"] = "frontend"
+	f.apply(t, svc)
+	cm := configMap("cfg", map[string]string{"a": "1", "b": "2"})
+	f.apply(t, cm)
+
+	smaller := service(corev1.ServicePort{Name: "http", Port: 80})
+	f.c.Reset()
+	assert.Equal(t, ownership.Updated, f.apply(t, smaller))
+	assert.Equal(t, ownership.Updated, f.apply(t, configMap("cfg", map[string]string{"a": "1"})))
+	assert.Equal(t, 2, f.c.Mutations())
+
+	live := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}}
+	f.get(t, live)
+	require.Len(t, live.Spec.Ports, 1)
+	assert.Equal(t, "http", live.Spec.Ports[0].Name)
+	assert.NotContains(t, live.Labels, "tier")
+	liveCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: f.ns}}
+	f.get(t, liveCM)
+	assert.Equal(t, map[string]string{"a": "1"}, liveCM.Data)
+
+	f.requireUnchanged(t, service(corev1.ServicePort{Name: "http", Port: 80}))
+}
+
+func TestApplyRefusesForeignController(t *testing.T) {
+	f := setup(t)
+	other := f.widget(t, "other")
+	cm := configMap("taken", map[string]string{"owner": "other"})
+	cm.Namespace = f.ns
+	cm.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(other, testv1.GroupVersion.WithKind("Widget"))}
+	require.NoError(t, env.Client.Create(f.ctx, cm))
+
+	f.c.Reset()
+	_, err := f.a.Apply(f.ctx, f.owner, configMap("taken", map[string]string{"owner": "us"}))
+	var fce *ownership.ForeignControllerError
+	require.ErrorAs(t, err, &fce)
+	assert.Equal(t, "ConfigMap", fce.Kind)
+	assert.Equal(t, types.NamespacedName{Namespace: f.ns, Name: "taken"}, fce.Key)
+	assert.Equal(t, "owner", fce.Owner.Name)
+	assert.Equal(t, other.UID, fce.Controller.UID)
+	for _, s := range []string{"ConfigMap", f.ns + "/taken", `Widget "owner"`, `Widget "other"`} {
+		assert.Contains(t, err.Error(), s)
+	}
+	assert.Zero(t, f.c.Mutations(), "%v", f.c.MutatingRequests())
+
+	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: f.ns}}
+	f.get(t, live)
+	assert.Equal(t, "other", live.Data["owner"])
+	assert.Len(t, live.OwnerReferences, 1)
+
+	// Prune never touches it either.
+	deleted, err := f.a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{})
+	require.NoError(t, err)
+	assert.Empty(t, deleted)
+}
+
+func TestApplyAdoptsObjectWithoutController(t *testing.T) {
+	f := setup(t)
+	other := f.widget(t, "other")
+	cm := configMap("orphan", map[string]string{"a": "old"})
+	cm.Namespace = f.ns
+	cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "test.reconcilekit.io/v1", Kind: "Widget", Name: "other", UID: other.UID}}
+	require.NoError(t, env.Client.Create(f.ctx, cm))
+
+	assert.Equal(t, ownership.Updated, f.apply(t, configMap("orphan", map[string]string{"a": "new"})))
+	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}}
+	f.get(t, live)
+	assert.Equal(t, "new", live.Data["a"])
+	require.Len(t, live.OwnerReferences, 2, "the other, non-controller reference is kept")
+	ctrl := metav1.GetControllerOf(live)
+	require.NotNil(t, ctrl)
+	assert.Equal(t, f.owner.UID, ctrl.UID)
+	f.requireUnchanged(t, configMap("orphan", map[string]string{"a": "new"}))
+}
+
+func TestApplyNamespaceRules(t *testing.T) {
+	f := setup(t)
+	wrongNS := configMap("cfg", nil)
+	wrongNS.Namespace = "default"
+	_, err := f.a.Apply(f.ctx, f.owner, wrongNS)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "metadata.namespace")
+	assert.Contains(t, err.Error(), f.ns)
+
+	clusterScoped := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cr-" + f.ns}}
+	_, err = f.a.Apply(f.ctx, f.owner, clusterScoped)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "metadata.namespace")
+	assert.Contains(t, err.Error(), "cluster-scoped")
+
+	_, err = f.a.Apply(f.ctx, f.owner, configMap("", nil))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "metadata.name")
+
+	_, err = f.a.Apply(f.ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "unsaved", Namespace: f.ns}}, configMap("cfg", nil))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "UID")
+
+	_, err = f.a.Apply(f.ctx, f.owner, configMap("cfg", nil), ownership.IgnoreFields("metadata.name"))
+	require.Error(t, err)
+	assert.Zero(t, f.c.Mutations(), "%v", f.c.MutatingRequests())
+}
+
+func TestPruneDeletesOnlyOwnedAndUnwanted(t *testing.T) {
+	f := setup(t)
+	var keep []client.Object
+	for _, name := range []string{"a", "b", "c"} {
+		cm := configMap(name, map[string]string{"n": name})
+		f.apply(t, cm)
+		if name == "a" {
+			keep = append(keep, cm)
+		}
+	}
+	uncontrolled := configMap("not-ours", nil)
+	uncontrolled.Namespace = f.ns
+	require.NoError(t, env.Client.Create(f.ctx, uncontrolled))
+	other := f.widget(t, "other")
+	foreign := configMap("theirs", nil)
+	foreign.Namespace = f.ns
+	foreign.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(other, testv1.GroupVersion.WithKind("Widget"))}
+	require.NoError(t, env.Client.Create(f.ctx, foreign))
+
+	f.c.Reset()
+	deleted, err := f.a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{}, keep...)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b", "c"}, deleted)
+	assert.Equal(t, 2, f.c.Count(reconcilertest.Delete, "ConfigMap"))
+
+	var left corev1.ConfigMapList
+	require.NoError(t, env.Client.List(f.ctx, &left, client.InNamespace(f.ns)))
+	var names []string
+	for _, cm := range left.Items {
+		names = append(names, cm.Name)
+	}
+	assert.ElementsMatch(t, []string{"a", "not-ours", "theirs"}, names)
+
+	f.c.Reset()
+	deleted, err = f.a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{}, keep...)
+	require.NoError(t, err)
+	assert.Empty(t, deleted)
+	assert.Zero(t, f.c.Mutations(), "%v", f.c.MutatingRequests())
+}
+
+// An object listed as ours, then deleted and recreated under the same name
+// before Prune's delete, must survive: the delete carries the listed UID.
+func TestPruneUIDPreconditionSparesRecreatedObject(t *testing.T) {
+	f := setup(t)
+	f.apply(t, configMap("x", map[string]string{"v": "1"}))
+
+	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	var recreatedUID types.UID
+	racing := interceptor.NewClient(ww, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			// After the list, replace x with a new incarnation.
+			old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: f.ns}}
+			if err := c.Delete(ctx, old); err != nil {
+				return err
+			}
+			fresh := configMap("x", map[string]string{"v": "2"})
+			if _, err := f.a.Apply(ctx, f.owner, fresh); err != nil {
+				return err
+			}
+			recreatedUID = fresh.UID
+			return nil
+		},
+	})
+	a := &ownership.Applier{Client: racing, Scheme: env.Scheme, FieldManager: manager}
+	deleted, err := a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{})
+	require.NoError(t, err)
+	assert.Empty(t, deleted)
+
+	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: f.ns}}
+	f.get(t, live)
+	assert.NotEmpty(t, recreatedUID)
+	assert.Equal(t, recreatedUID, live.UID)
+	assert.Equal(t, "2", live.Data["v"])
+
+	// Without the race, the same owned object is pruned.
+	deleted, err = f.a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"x"}, deleted)
+	err = env.Client.Get(f.ctx, client.ObjectKeyFromObject(live), &corev1.ConfigMap{})
+	assert.True(t, apierrors.IsNotFound(err), "got %v", err)
+}

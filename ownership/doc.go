@@ -1,0 +1,56 @@
+// Package ownership creates, repairs and prunes the objects a controller owns
+// (the Deployment, Service and ConfigMap behind a custom resource) without
+// writing when nothing changed.
+//
+// # The problem
+//
+// The usual pattern - controllerutil.CreateOrUpdate with a mutate function -
+// compares the live object with a copy the mutate function changed. The
+// mutate function sets the fields the controller cares about, and every
+// field the apiserver defaulted (a Deployment's strategy and
+// revisionHistoryLimit, a container's terminationMessagePath and
+// imagePullPolicy, a Service's clusterIP, sessionAffinity and port
+// protocol/targetPort) is either wiped by building the spec from scratch, or
+// kept only by hand-written field-by-field copying. Get it wrong and every
+// reconcile issues an Update: constant apiserver load, an audit-log and watch
+// event for each pass, and conflicts with other writers. Worse, an Update
+// replaces whole lists and maps, so it also wipes what other actors added (an
+// HPA's replicas, another controller's annotations, an injected sidecar).
+// Objects the controller stopped wanting are left behind unless someone
+// remembers to delete them.
+//
+// # What this package does
+//
+// Applier.Apply sets a controller reference from the owner, compares the
+// desired object with the live one client-side, and writes only on drift,
+// with server-side apply under one field manager. Server-side apply gives
+// per-field ownership: we send only the fields we set, so defaults and other
+// managers' fields are left alone, fields we stopped sending are removed, and
+// a hand edit of one of our fields is reverted by the next Apply. The
+// client-side check makes a converged pass free of writes (an identical
+// server-side apply is still a request that the apiserver must process):
+//   - every field in desired must be present and equal in the live object,
+//     with list elements matched by name and quantities compared by value
+//     (see firstDrift in compare.go for the exact rules), and
+//   - a hash of the desired configuration, recorded in ConfigHashAnnotation,
+//     must match, which catches fields we no longer want.
+//
+// Applier.Prune deletes objects the owner controls that are no longer
+// desired, with Background propagation and a UID precondition.
+//
+// Both refuse to act on objects another owner controls (ForeignControllerError)
+// and keep owner references within one namespace, as the garbage collector
+// requires.
+//
+// # Typical use
+//
+//	a := &ownership.Applier{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), FieldManager: "webapp-operator"}
+//	// In Reconcile, build desired objects from scratch from the owner's spec:
+//	dep := buildDeployment(app)
+//	if _, err := a.Apply(ctx, app, dep, ownership.IgnoreFields("spec.replicas")); err != nil { ... }
+//	// dep now holds the live Deployment (status included) for status reporting.
+//	if _, err := a.Prune(ctx, app, &corev1.ConfigMapList{}, wantedConfigMaps...); err != nil { ... }
+//
+// Watch the owned types with Owns(&appsv1.Deployment{}) so that a hand edit
+// or deletion triggers a reconcile that repairs it.
+package ownership

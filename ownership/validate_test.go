@@ -1,0 +1,32 @@
+package ownership
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func TestApplierRequiresItsFields(t *testing.T) {
+	c := fake.NewClientBuilder().Build()
+	tests := []struct {
+		name    string
+		a       Applier
+		wantErr string
+	}{
+		{"no client", Applier{Scheme: runtime.NewScheme(), FieldManager: "m"}, "Client is required"},
+		{"no scheme", Applier{Client: c, FieldManager: "m"}, "Scheme is required"},
+		{"no field manager", Applier{Client: c, Scheme: runtime.NewScheme()}, "FieldManager is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.a.Apply(context.Background(), &corev1.ConfigMap{}, &corev1.ConfigMap{})
+			assert.ErrorContains(t, err, tt.wantErr)
+			_, err = tt.a.Prune(context.Background(), &corev1.ConfigMap{}, &corev1.ConfigMapList{})
+			assert.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}

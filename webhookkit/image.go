@@ -1,0 +1,156 @@
+package webhookkit
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// imageRef is a parsed image reference. Joining the parts back with
+// [imageRef.String] yields the input exactly.
+type imageRef struct {
+	domain string // registry host[:port], empty for the default registry
+	path   string // repository path, e.g. "library/nginx"
+	tag    string // empty when absent
+	digest string // "algorithm:hex", empty when absent
+}
+
+func (r imageRef) String() string {
+	s := r.path
+	if r.domain != "" {
+		s = r.domain + "/" + s
+	}
+	if r.tag != "" {
+		s += ":" + r.tag
+	}
+	if r.digest != "" {
+		s += "@" + r.digest
+	}
+	return s
+}
+
+const maxImageNameLength = 255
+
+var (
+	// pathComponentRE: lower-case alphanumerics separated by '.', '_', '__'
+	// or one or more '-'.
+	pathComponentRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
+	// domainComponentRE: a DNS label, either case.
+	domainComponentRE = regexp.MustCompile(`^(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])$`)
+	tagRE             = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	lowerHexRE        = regexp.MustCompile(`^[a-f0-9]+$`)
+)
+
+// digestHexLength lists the digest algorithms accepted and the length of
+// their hex encoding.
+var digestHexLength = map[string]int{"sha256": 64, "sha512": 128}
+
+// parseImageReference parses s per the distribution reference grammar. It
+// does not require a tag or digest; ImageReference does.
+func parseImageReference(s string) (imageRef, error) {
+	var ref imageRef
+	name := s
+	if i := strings.IndexByte(name, '@'); i >= 0 {
+		name, ref.digest = name[:i], name[i+1:]
+		if err := validateDigest(ref.digest); err != nil {
+			return imageRef{}, err
+		}
+	}
+	// A tag is introduced by the last ':' after the last '/'; a ':' before a
+	// '/' belongs to the registry's port.
+	if i := strings.LastIndexByte(name, ':'); i >= 0 && i > strings.LastIndexByte(name, '/') {
+		var tag string
+		name, tag = name[:i], name[i+1:]
+		if tag == "" {
+			return imageRef{}, errors.New("tag after ':' must not be empty")
+		}
+		if !tagRE.MatchString(tag) {
+			return imageRef{}, fmt.Errorf("tag %q must match [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag)
+		}
+		ref.tag = tag
+	}
+	if name == "" {
+		return imageRef{}, errors.New("image name must not be empty")
+	}
+	if len(name) > maxImageNameLength {
+		return imageRef{}, fmt.Errorf("image name must be at most %d characters", maxImageNameLength)
+	}
+	if i := strings.IndexByte(name, '/'); i >= 0 && isDomain(name[:i]) {
+		ref.domain, name = name[:i], name[i+1:]
+		if err := validateDomain(ref.domain); err != nil {
+			return imageRef{}, err
+		}
+	}
+	for _, c := range strings.Split(name, "/") {
+		if !pathComponentRE.MatchString(c) {
+			return imageRef{}, fmt.Errorf("repository path component %q must be lower-case alphanumerics separated by '.', '_', '__' or '-'", c)
+		}
+	}
+	ref.path = name
+	return ref, nil
+}
+
+// isDomain reports whether the first path component names a registry, using
+// the rule of docker and containerd: it contains '.' or ':', is "localhost",
+// or has upper-case letters (which repository paths cannot).
+func isDomain(c string) bool {
+	return strings.ContainsAny(c, ".:") || c == "localhost" || strings.ToLower(c) != c
+}
+
+func validateDomain(d string) error {
+	host, port := d, ""
+	if strings.HasPrefix(d, "[") {
+		end := strings.IndexByte(d, ']')
+		if end < 0 {
+			return fmt.Errorf("registry %q: unterminated IPv6 address", d)
+		}
+		host, port = d[1:end], d[end+1:]
+		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil || !strings.Contains(host, ":") {
+			return fmt.Errorf("registry %q: %q is not an IPv6 address", d, host)
+		}
+		if port != "" && !strings.HasPrefix(port, ":") {
+			return fmt.Errorf("registry %q: unexpected %q after IPv6 address", d, port)
+		}
+		port = strings.TrimPrefix(port, ":")
+		if port == "" && strings.HasSuffix(d, ":") {
+			return fmt.Errorf("registry %q: port must not be empty", d)
+		}
+	} else {
+		if i := strings.IndexByte(d, ':'); i >= 0 {
+			host, port = d[:i], d[i+1:]
+			if port == "" {
+				return fmt.Errorf("registry %q: port must not be empty", d)
+			}
+		}
+		for _, c := range strings.Split(host, ".") {
+			if !domainComponentRE.MatchString(c) {
+				return fmt.Errorf("registry %q: host component %q must be alphanumerics and '-', not starting or ending with '-'", d, c)
+			}
+		}
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || strings.TrimLeft(port, "0123456789") != "" {
+			return fmt.Errorf("registry %q: port %q must be a number between 1 and 65535", d, port)
+		}
+	}
+	return nil
+}
+
+func validateDigest(d string) error {
+	alg, hex, ok := strings.Cut(d, ":")
+	if !ok {
+		return fmt.Errorf("digest %q must be algorithm:hex, e.g. sha256:<64 hex characters>", d)
+	}
+	want, known := digestHexLength[alg]
+	if !known {
+		return fmt.Errorf("digest algorithm %q is not supported (use sha256 or sha512)", alg)
+	}
+	if len(hex) != want || !lowerHexRE.MatchString(hex) {
+		return fmt.Errorf("%s digest must be %d lower-case hex characters", alg, want)
+	}
+	return nil
+}
