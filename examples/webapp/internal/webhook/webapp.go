@@ -31,9 +31,13 @@ var MinMemory = resource.MustParse("16Mi")
 // Setup registers the WebApp webhooks with mgr's webhook server.
 func Setup(mgr ctrl.Manager) error {
 	return webhookkit.Register(mgr, webhookkit.Webhook[*webappv1.WebApp]{
-		Default:        Default,
-		ValidateCreate: func(_ context.Context, app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) { return Validate(app) },
-		ValidateUpdate: func(_ context.Context, _, app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) { return Validate(app) },
+		Default: Default,
+		ValidateCreate: func(_ context.Context, app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) {
+			return Validate(app)
+		},
+		ValidateUpdate: func(_ context.Context, _, app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) {
+			return Validate(app)
+		},
 	})
 }
 

@@ -1,0 +1,243 @@
+package controller_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
+	"github.com/reconcilekit/reconcilekit/reconciler"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+
+	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
+)
+
+var env *testenv.Env
+
+func crdDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "bases")
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, &env, testenv.Options{
+		CRDDirectoryPaths: []string{crdDir()},
+		AddToScheme:       []func(*k8sruntime.Scheme) error{webappv1.AddToScheme},
+	}))
+}
+
+// fixture drives the WebApp reconciler directly (no manager) through a
+// counting client, in a fresh namespace that also holds the route registry.
+type fixture struct {
+	t   *testing.T
+	ctx context.Context
+	ns  string
+	c   *reconcilertest.Client
+	r   reconcile.Reconciler
+	req reconcile.Request
+}
+
+func newFixture(t *testing.T, spec webappv1.WebAppSpec) *fixture {
+	t.Helper()
+	testenv.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	c := reconcilertest.NewClient(env.Client)
+	r, err := controller.New(nil, reconciler.Options[*webappv1.WebApp]{Client: c, APIReader: env.Client, Scheme: env.Scheme}, ns)
+	require.NoError(t, err)
+	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: spec}
+	require.NoError(t, env.Client.Create(ctx, app))
+	return &fixture{t: t, ctx: ctx, ns: ns, c: c, r: r,
+		req: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "shop"}}}
+}
+
+func (f *fixture) reconcile() {
+	f.t.Helper()
+	f.c.Reset()
+	_, err := f.r.Reconcile(f.ctx, f.req)
+	require.NoError(f.t, err)
+}
+
+func (f *fixture) app() *webappv1.WebApp {
+	f.t.Helper()
+	app := &webappv1.WebApp{}
+	require.NoError(f.t, env.Client.Get(f.ctx, f.req.NamespacedName, app))
+	return app
+}
+
+func (f *fixture) deployment() *appsv1.Deployment {
+	f.t.Helper()
+	d := &appsv1.Deployment{}
+	require.NoError(f.t, env.Client.Get(f.ctx, f.req.NamespacedName, d))
+	return d
+}
+
+// rollOut plays the Deployment controller (envtest runs none): it reports
+// ready of the Deployment's replicas as ready.
+func (f *fixture) rollOut(ready int32) {
+	f.t.Helper()
+	d := f.deployment()
+	want := *d.Spec.Replicas
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: want, UpdatedReplicas: want,
+		ReadyReplicas: ready, AvailableReplicas: ready,
+	}
+	require.NoError(f.t, env.Client.Status().Update(f.ctx, d))
+}
+
+func TestLifecycle(t *testing.T) {
+	f := newFixture(t, webappv1.WebAppSpec{Image: "registry.example.com/web:v1", Replicas: new(int32(3))})
+
+	// Create: Deployment and Service with controller references.
+	f.reconcile()
+	d := f.deployment()
+	svc := &corev1.Service{}
+	require.NoError(t, env.Client.Get(f.ctx, f.req.NamespacedName, svc))
+	for _, o := range []client.Object{d, svc} {
+		ref := metav1.GetControllerOf(o)
+		require.NotNil(t, ref, "%T has a controller reference", o)
+		assert.Equal(t, "WebApp", ref.Kind)
+		assert.Equal(t, "shop", ref.Name)
+	}
+	assert.Equal(t, int32(3), *d.Spec.Replicas)
+	assert.Equal(t, "registry.example.com/web:v1", d.Spec.Template.Spec.Containers[0].Image)
+	app := f.app()
+	assert.Contains(t, app.Finalizers, controller.Finalizer)
+	assert.False(t, app.Status.Ready)
+	assert.Equal(t, "Waiting for the Deployment controller to observe generation 1", app.Status.Message)
+	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))
+	assert.Equal(t, "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp", app.Status.Selector)
+
+	// The route registry has the WebApp's entry.
+	reg := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}, reg))
+	assert.Equal(t, "http://shop."+f.ns+".svc:80", reg.Data[f.ns+".shop"])
+
+	// Status follows the Deployment.
+	f.rollOut(2)
+	f.reconcile()
+	app = f.app()
+	assert.Equal(t, "Waiting for 2/3 replicas", app.Status.Message)
+	assert.Equal(t, int32(2), app.Status.ReadyReplicas)
+	f.rollOut(3)
+	f.reconcile()
+	app = f.app()
+	assert.True(t, app.Status.Ready)
+	assert.Equal(t, int32(3), app.Status.ReadyReplicas)
+	assert.Equal(t, int32(3), app.Status.Replicas)
+	assert.Equal(t, app.Generation, app.Status.ObservedGeneration)
+	assert.True(t, conditions.IsTrue(app, conditions.Ready))
+	assert.Nil(t, conditions.Get(app, conditions.Reconciling))
+
+	// Converged: a pass over the unchanged WebApp writes nothing.
+	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+
+	// Image change: the Deployment gets the new image, the WebApp goes
+	// back to Reconciling until the rollout completes.
+	app.Spec.Image = "registry.example.com/web:v2"
+	require.NoError(t, env.Client.Update(f.ctx, app))
+	f.reconcile()
+	assert.Equal(t, "registry.example.com/web:v2", f.deployment().Spec.Template.Spec.Containers[0].Image)
+	app = f.app()
+	assert.False(t, app.Status.Ready)
+	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))
+	f.rollOut(3)
+	f.reconcile()
+	assert.True(t, f.app().Status.Ready)
+
+	// Drift: a hand edit of the Deployment is repaired; the foreign
+	// annotation someone added survives.
+	d = f.deployment()
+	d.Spec.Template.Spec.Containers[0].Image = "evil:1"
+	d.Annotations = map[string]string{"team.example.com/owner": "payments"}
+	require.NoError(t, env.Client.Update(f.ctx, d))
+	f.reconcile()
+	d = f.deployment()
+	assert.Equal(t, "registry.example.com/web:v2", d.Spec.Template.Spec.Containers[0].Image)
+	assert.Equal(t, "payments", d.Annotations["team.example.com/owner"])
+
+	// Delete: cleanup removes the registry entry, then the finalizer.
+	require.NoError(t, env.Client.Delete(f.ctx, f.app()))
+	f.reconcile()
+	require.NoError(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}, reg))
+	assert.NotContains(t, reg.Data, f.ns+".shop")
+	err := env.Client.Get(f.ctx, f.req.NamespacedName, &webappv1.WebApp{})
+	assert.True(t, apierrors.IsNotFound(err), "WebApp gone after cleanup: %v", err)
+}
+
+func TestDefaultsWithoutWebhook(t *testing.T) {
+	f := newFixture(t, webappv1.WebAppSpec{Image: "web:1"})
+	f.reconcile()
+	d := f.deployment()
+	assert.Equal(t, int32(1), *d.Spec.Replicas, "the CRD schema defaults replicas")
+	res := d.Spec.Template.Spec.Containers[0].Resources
+	assert.Equal(t, "500m", res.Requests.Cpu().String())
+	assert.Equal(t, "256Mi", res.Limits.Memory().String())
+}
+
+// TestDatabaseAppearing runs the controller under a manager: a WebApp whose
+// database Service is missing waits with DatabaseReady=False, and becomes
+// Ready as soon as the Service is created, with no other change (the
+// Service watch, not polling).
+func TestDatabaseAppearing(t *testing.T) {
+	testenv.Require(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := env.Namespace(t)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	require.NoError(t, err)
+	_, err = controller.Setup(mgr, ns)
+	require.NoError(t, err)
+	go func() { _ = mgr.Start(ctx) }()
+
+	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns},
+		Spec: webappv1.WebAppSpec{Image: "web:1", DBRef: "orders-db"}}
+	require.NoError(t, env.Client.Create(ctx, app))
+	key := client.ObjectKeyFromObject(app)
+
+	var db *metav1.Condition
+	require.Eventually(t, func() bool {
+		require.NoError(t, env.Client.Get(ctx, key, app))
+		db = conditions.Get(app, webappv1.DatabaseReady)
+		return db != nil && db.Status == metav1.ConditionFalse
+	}, 30*time.Second, 100*time.Millisecond)
+	assert.Equal(t, "DatabaseNotFound", db.Reason)
+	assert.Contains(t, db.Message, `"orders-db"`)
+	assert.Contains(t, app.Status.Message, `database Service "orders-db" not found`)
+	err = env.Client.Get(ctx, key, &appsv1.Deployment{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing is deployed before the database exists")
+
+	require.NoError(t, env.Client.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders-db", Namespace: ns},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 5432}}},
+	}))
+	d := &appsv1.Deployment{}
+	require.Eventually(t, func() bool { return env.Client.Get(ctx, key, d) == nil }, 30*time.Second, 100*time.Millisecond)
+	assert.Equal(t, []corev1.EnvVar{{Name: "DATABASE_HOST", Value: "orders-db." + ns + ".svc"}}, d.Spec.Template.Spec.Containers[0].Env)
+
+	// Play the Deployment controller; the WebApp becomes Ready.
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	require.NoError(t, env.Client.Status().Update(ctx, d))
+	require.Eventually(t, func() bool {
+		require.NoError(t, env.Client.Get(ctx, key, app))
+		return conditions.IsTrue(app, conditions.Ready) && conditions.IsTrue(app, webappv1.DatabaseReady)
+	}, 30*time.Second, 100*time.Millisecond)
+}
