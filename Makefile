@@ -19,7 +19,7 @@ KUBECTL := $(TOOLS_BIN)/kubectl
 export KUBEBUILDER_ASSETS := $(TOOLS_BIN)
 
 # The local cluster's kubeconfig (never the user's ~/.kube/config).
-CLUSTER_KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
+CLUSTER_KUBECONFIG ?= $(CURDIR)/.cluster/reconcilekit.kubeconfig
 
 WEBAPP := examples/webapp
 GO_TEST_FLAGS ?=

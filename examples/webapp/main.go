@@ -28,6 +28,9 @@ import (
 	webappwebhook "github.com/reconcilekit/reconcilekit/examples/webapp/internal/webhook"
 )
 
+// Leader election: a Lease in the operator's namespace only.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=webapp-system
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "webapp-operator:", err)
@@ -96,9 +99,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	certOpts, err := f.certs.tlsOpts(f.namespace)
+	if err != nil {
+		return err
+	}
 	webhookServer := webhook.NewServer(webhook.Options{
 		Host: f.webhookHost, Port: f.webhookPort, CertDir: f.certs.dir,
-		TLSOpts: []func(*tls.Config){disableHTTP2},
+		TLSOpts: append([]func(*tls.Config){disableHTTP2}, certOpts...),
 	})
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
@@ -119,7 +126,6 @@ func run() error {
 			ByObject: map[client.Object]cache.ByObject{
 				&appsv1.Deployment{}: {Label: managed},
 				&corev1.ConfigMap{}:  {Namespaces: map[string]cache.Config{f.namespace: {}}},
-				&corev1.Secret{}:     {Namespaces: map[string]cache.Config{f.namespace: {}}},
 			},
 		},
 	})
@@ -134,7 +140,7 @@ func run() error {
 		if err := webappwebhook.Setup(mgr); err != nil {
 			return fmt.Errorf("setting up the WebApp webhooks: %w", err)
 		}
-		if err := f.certs.setup(mgr, f.namespace); err != nil {
+		if err := f.certs.setup(mgr); err != nil {
 			return fmt.Errorf("setting up webhook certificates: %w", err)
 		}
 	}
