@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Runs the WebApp operator as a host process against the local cluster,
+# authenticated as its own ServiceAccount, so it has exactly the permissions
+# of the RBAC generated from its markers and nothing more.
+#
+# Usage:
+#   hack/operator.sh kubeconfig ADMIN_KUBECONFIG   write .cluster/operator.kubeconfig (a ServiceAccount token) and print its path
+#   hack/operator.sh start OPERATOR_KUBECONFIG     start bin/webapp-operator in the background, wait for /readyz
+#   hack/operator.sh stop                          stop it
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+dir=${CLUSTER_DIR:-$repo/.cluster}
+pidfile=$dir/operator.pid
+log=$dir/operator.log
+namespace=webapp-system
+sa=webapp-controller-manager
+
+say() { echo "operator: $*" >&2; }
+
+cmd_kubeconfig() {
+	local admin=$1 bin server ca token out=$dir/operator.kubeconfig
+	bin=${TOOLS_BIN:-$(bash "$repo/hack/tools.sh" --dir)}
+	k() { "$bin/kubectl" --kubeconfig "$admin" "$@"; }
+	server=$(k config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
+	ca=$(k config view --minify --raw --flatten -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+	token=$(k create token "$sa" -n "$namespace" --duration=24h)
+	umask 077
+	cat >"$out" <<-YAML
+		apiVersion: v1
+		kind: Config
+		clusters:
+		- name: local
+		  cluster:
+		    server: $server
+		    certificate-authority-data: $ca
+		users:
+		- name: $namespace:$sa
+		  user:
+		    token: $token
+		contexts:
+		- name: operator
+		  context: {cluster: local, user: "$namespace:$sa", namespace: $namespace}
+		current-context: operator
+	YAML
+	echo "$out"
+}
+
+cmd_start() {
+	local kubeconfig=$1
+	cmd_stop >/dev/null 2>&1 || true
+	mkdir -p "$dir"
+	say "starting bin/webapp-operator as ServiceAccount $namespace/$sa (log: $log)"
+	nohup "$repo/bin/webapp-operator" \
+		--kubeconfig "$kubeconfig" \
+		--namespace "$namespace" \
+		--leader-elect \
+		--webhook-host 127.0.0.1 --webhook-port 9443 --webhook-cert-ips 127.0.0.1 \
+		--health-probe-bind-address 127.0.0.1:8081 \
+		--metrics-bind-address 127.0.0.1:8443 \
+		>"$log" 2>&1 &
+	echo $! >"$pidfile"
+	local deadline=$((SECONDS + 120))
+	until curl -fsS http://127.0.0.1:8081/readyz >/dev/null 2>&1; do
+		if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+			say "the operator exited; last lines of $log:"
+			tail -n 30 "$log" >&2
+			exit 1
+		fi
+		if ((SECONDS > deadline)); then
+			say "the operator did not become ready in 120s; last lines of $log:"
+			tail -n 30 "$log" >&2
+			exit 1
+		fi
+		sleep 1
+	done
+	say "ready (pid $(cat "$pidfile"))"
+}
+
+cmd_stop() {
+	[[ -f "$pidfile" ]] || return 0
+	local pid
+	pid=$(cat "$pidfile")
+	if kill -0 "$pid" 2>/dev/null; then
+		say "stopping pid $pid"
+		kill -TERM "$pid"
+		for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$pidfile"
+}
+
+case "${1:-}" in
+kubeconfig) cmd_kubeconfig "${2:?admin kubeconfig}" ;;
+start) cmd_start "${2:?operator kubeconfig}" ;;
+stop) cmd_stop ;;
+*) sed -n '/^# Usage:/,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+esac
