@@ -177,7 +177,7 @@ func TestSetLastTransitionTime(t *testing.T) {
 				return
 			}
 			assert.False(t, got.Time.Before(before), "LastTransitionTime %v before the call (%v)", got, before)
-			assert.False(t, got.Time.After(after), "LastTransitionTime %v after the call (%v)", got, after)
+			assert.False(t, got.After(after), "LastTransitionTime %v after the call (%v)", got, after)
 			assert.Zero(t, got.Nanosecond(), "LastTransitionTime must be whole seconds, like the stored value")
 		})
 	}

@@ -250,7 +250,7 @@ func (c *Client) record(r Request) error {
 }
 
 func (c *Client) kind(obj runtime.Object) string {
-	if gvk, err := c.WithWatch.GroupVersionKindFor(obj); err == nil {
+	if gvk, err := c.GroupVersionKindFor(obj); err == nil {
 		return gvk.Kind
 	}
 	return fmt.Sprintf("%T", obj)

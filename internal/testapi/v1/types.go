@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // GroupVersion is the API group and version of Widget.
@@ -17,12 +16,10 @@ var GroupVersion = schema.GroupVersion{Group: "test.reconcilekit.io", Version: "
 
 var (
 	// SchemeBuilder registers Widget with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds Widget to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
-
-func init() { SchemeBuilder.Register(&Widget{}, &WidgetList{}) }
 
 // WidgetSpec is the desired state of a Widget.
 type WidgetSpec struct {
@@ -78,3 +75,11 @@ type WidgetList struct {
 }
 
 var _ runtime.Object = &Widget{}
+
+// addKnownTypes registers the API's types (no controller-runtime dependency:
+// API packages should be cheap to import).
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
