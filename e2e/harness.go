@@ -220,7 +220,8 @@ func (h *Harness) ArtifactsDir() string { return h.opts.ArtifactsDir }
 // Kubectl runs the pinned kubectl (TOOLS_BIN/kubectl, else kubectl on PATH)
 // with the suite cluster's kubeconfig and returns its stdout.
 //
-// Guarantees: never reads ~/.kube/config or $KUBECONFIG; a non-zero exit is
+// Guarantees: never reads ~/.kube/config or the caller's $KUBECONFIG, and
+// keeps its cache under <repo>/.cluster, not ~/.kube; a non-zero exit is
 // an error carrying the arguments and stderr. Without a deadline on ctx the
 // command is bounded to two minutes.
 func (h *Harness) Kubectl(ctx context.Context, args ...string) (string, error) {
@@ -236,7 +237,9 @@ func (h *Harness) Kubectl(ctx context.Context, args ...string) (string, error) {
 		defer cancel()
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	// --cache-dir keeps kubectl's discovery cache out of ~/.kube too.
+	global := []string{"--kubeconfig", kubeconfig, "--cache-dir", filepath.Join(h.opts.RepoRoot, ".cluster", "kubectl-cache")}
+	cmd := exec.CommandContext(ctx, kubectl, append(global, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

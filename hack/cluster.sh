@@ -83,7 +83,8 @@ resolve_tools() {
 }
 
 kwokctl() { "$bin/kwokctl" --name "$name" "$@" >&2; }
-kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+# --cache-dir keeps kubectl's discovery cache out of ~/.kube as well.
+kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" --cache-dir "$cluster_dir/kubectl-cache" "$@"; }
 
 exists() { [[ -f "$workdir/kwok.yaml" ]]; }
 
@@ -151,13 +152,15 @@ cmd_up() {
 }
 
 cmd_down() {
-	# A host-process operator started by hack/operator.sh (make demo) goes
-	# down with the cluster it talks to.
-	CLUSTER_DIR=$cluster_dir bash "$repo/hack/operator.sh" stop || true
 	if ! resolve_tools; then
 		say "tools are unavailable; only stopping leftover processes"
 		bin=
 	fi
+	# Remember the cluster's processes: after they exit, their parent (init,
+	# as kwokctl detaches them) still has to reap them, and `down` returns
+	# only once they are gone from the process table.
+	local pids before
+	before=$(pids_of_cluster)
 	if [[ -n "$bin" ]] && exists; then
 		say "deleting cluster $name"
 		kwokctl delete cluster --kubeconfig "$kubeconfig" ||
@@ -166,18 +169,13 @@ cmd_down() {
 		say "cluster $name does not exist"
 	fi
 
-	local pids deadline
 	pids=$(pids_of_cluster)
 	if [[ -n "$pids" ]]; then
 		say "stopping leftover processes: $(echo $pids)"
 		kill -TERM $pids 2>/dev/null || true
-		deadline=$((SECONDS + 15))
-		while [[ -n "$(pids_of_cluster)" ]] && ((SECONDS < deadline)); do
-			sleep 0.5
-		done
-		pids=$(pids_of_cluster)
-		if [[ -n "$pids" ]]; then
+		if ! wait_gone 15 $pids; then
 			kill -KILL $pids 2>/dev/null || true
+			wait_gone 5 $pids || true
 		fi
 	fi
 	rm -rf "$workdir"
@@ -185,7 +183,27 @@ cmd_down() {
 
 	pids=$(pids_of_cluster)
 	[[ -z "$pids" ]] || die "processes of cluster $name survived: $pids"
+	wait_gone 15 $before || say "warning: exited processes not yet reaped: $(echo $before)"
 	say "cluster $name is gone"
+}
+
+# wait_gone SECONDS PID...: wait until none of the PIDs is in the process
+# table any more (zombies included); false on timeout.
+wait_gone() {
+	local deadline=$((SECONDS + $1)) pid alive
+	shift
+	while :; do
+		alive=
+		for pid in "$@"; do
+			if [[ -e /proc/$pid ]]; then
+				alive=1
+				break
+			fi
+		done
+		[[ -n "$alive" ]] || return 0
+		((SECONDS < deadline)) || return 1
+		sleep 0.2
+	done
 }
 
 cmd_kubeconfig() {

@@ -261,8 +261,13 @@ func (c *Client) listKind(list client.ObjectList) string {
 }
 
 func applyKind(obj runtime.ApplyConfiguration) string {
-	if k, ok := obj.(interface{ GetKind() *string }); ok && k.GetKind() != nil {
-		return *k.GetKind()
+	switch k := obj.(type) {
+	case interface{ GetKind() *string }: // typed apply configurations
+		if k.GetKind() != nil {
+			return *k.GetKind()
+		}
+	case interface{ GetKind() string }: // client.ApplyConfigurationFromUnstructured
+		return k.GetKind()
 	}
 	return fmt.Sprintf("%T", obj)
 }
