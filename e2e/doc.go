@@ -40,9 +40,11 @@
 //
 // # Artifacts
 //
-// When a test or the setup failed, [Harness] writes `kubectl cluster-info
-// dump` output and the provider's component logs to E2E_ARTIFACTS (default
-// <repo>/.artifacts/e2e/<UTC time>), and a namespace dump per failed feature.
+// When a test or the setup failed, [Harness] writes to E2E_ARTIFACTS (default
+// <repo>/.artifacts/e2e/<UTC time>): `kubectl cluster-info dump` output
+// (cluster-info/), every listable object but Secrets (resources.yaml), the
+// provider's component logs (logs/), and for each failed feature the objects
+// of its namespace (namespaces/<name>.yaml), taken before it is deleted.
 //
 // # Writing features
 //

@@ -189,12 +189,9 @@ func (h *Harness) Run(m *testing.M, e env.Environment) int {
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(signals)
 	go func() {
-		sig, ok := <-signals
-		if !ok {
-			return
-		}
+		sig := <-signals
 		fmt.Fprintf(os.Stderr, "e2e: %v: deleting the cluster before exiting\n", sig)
-		h.destroy(context.Background())
+		_ = h.destroy(context.Background()) // destroy reports its own error
 		os.Exit(130)
 	}()
 
@@ -372,11 +369,11 @@ func (h *Harness) deleteNamespace(ctx context.Context, cfg *envconf.Config, t *t
 	}
 	if t.Failed() {
 		h.failed.Store(true)
-		dir := filepath.Join(h.opts.ArtifactsDir, "namespaces", name)
-		if _, err := h.Kubectl(ctx, "cluster-info", "dump", "--namespaces", name, "--output-directory", dir); err != nil {
+		file := filepath.Join(h.opts.ArtifactsDir, "namespaces", name+".yaml")
+		if err := h.dumpResources(ctx, file, name); err != nil {
 			t.Logf("dumping namespace %s of failed feature %q: %v", name, f.Name(), err)
 		} else {
-			t.Logf("namespace %s of failed feature %q dumped to %s", name, f.Name(), dir)
+			t.Logf("namespace %s of failed feature %q dumped to %s", name, f.Name(), file)
 		}
 	}
 	return envfuncs.DeleteNamespace(name)(ctx, cfg)
@@ -412,6 +409,9 @@ func (h *Harness) exportArtifacts(ctx context.Context) {
 		if _, err := h.Kubectl(ctx, "cluster-info", "dump", "--all-namespaces", "--output-directory", filepath.Join(dir, "cluster-info")); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: artifacts: %v\n", err)
 		}
+		if err := h.dumpResources(ctx, filepath.Join(dir, "resources.yaml"), ""); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: artifacts: %v\n", err)
+		}
 	}
 	if h.cluster != nil {
 		if err := h.cluster.ExportLogs(ctx, filepath.Join(dir, "logs")); err != nil {
@@ -419,6 +419,40 @@ func (h *Harness) exportArtifacts(ctx context.Context) {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "e2e: something failed; artifacts are in %s\n", dir)
+}
+
+// dumpResources writes every listable object (custom resources included,
+// Secrets excluded) of namespace, or of the whole cluster when namespace is
+// empty, as YAML to file. `kubectl cluster-info dump` alone misses
+// ConfigMaps, CRs and most other kinds an operator test cares about.
+func (h *Harness) dumpResources(ctx context.Context, file, namespace string) error {
+	scope := []string{"--all-namespaces"}
+	listArgs := []string{"api-resources", "--verbs=list", "-o", "name"}
+	if namespace != "" {
+		scope = []string{"--namespace", namespace}
+		listArgs = append(listArgs, "--namespaced=true")
+	}
+	out, err := h.Kubectl(ctx, listArgs...)
+	if err != nil {
+		return err
+	}
+	var kinds []string
+	for _, k := range strings.Fields(out) {
+		if k != "secrets" {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return errors.New("dump: the apiserver lists no resource types")
+	}
+	out, err = h.Kubectl(ctx, append([]string{"get", strings.Join(kinds, ","), "--ignore-not-found", "-o", "yaml"}, scope...)...)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(out), 0o644)
 }
 
 // destroy deletes the cluster once, whoever asks first (finish or a signal).

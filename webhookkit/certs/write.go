@@ -53,10 +53,9 @@ func (l *writingLoop) Start(ctx context.Context) error {
 		r.passes.Add(1)
 		wait := r.opts.CheckInterval
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+			if ctx.Err() == nil { // a failure caused by stopping is not worth reporting
+				r.log.Error(err, "Reconciling webhook certificates; retrying", "after", backoff)
 			}
-			r.log.Error(err, "Reconciling webhook certificates; retrying", "after", backoff)
 			wait = min(backoff, wait)
 			backoff = min(2*backoff, maxBackoff)
 		} else {

@@ -1,0 +1,262 @@
+package docs
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// repoRoot is the repository root, relative to this package.
+const repoRoot = ".."
+
+// rooted describes a page whose snippets come from a module of their own:
+// marker paths are relative to dir, the reader's module path module stands
+// for the compiled copy's path target, and every hand-written file under dir
+// must be shown whole (see TestGettingStartedShowsEveryLine).
+type rooted struct {
+	dir, module, target string
+}
+
+var rootedPages = map[string]rooted{
+	"getting-started.md": {
+		dir:    "getting-started",
+		module: "example.com/cache-operator",
+		target: "github.com/reconcilekit/reconcilekit/docs/getting-started",
+	},
+}
+
+// block is one fenced code block of a page.
+type block struct {
+	page string // file name in docs/
+	line int    // line of the opening fence
+	lang string // first word of the info string
+	file string // the marker's path, "" when the block has none
+	body string // the lines after the marker, without the closing fence
+}
+
+func (b block) String() string { return fmt.Sprintf("%s:%d", b.page, b.line) }
+
+// markerPrefix is how a block names its source file on its first line.
+var markerPrefix = map[string]string{"go": "// file: ", "yaml": "# file: "}
+
+// elision is the line that stands for omitted code inside a snippet.
+var elision = map[string]string{"go": "// ...", "yaml": "# ..."}
+
+func pages(t *testing.T) []string {
+	t.Helper()
+	names, err := filepath.Glob("*.md")
+	require.NoError(t, err)
+	require.NotEmpty(t, names)
+	return names
+}
+
+func blocks(t *testing.T, page string) []block {
+	t.Helper()
+	f, err := os.Open(page)
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	var out []block
+	var cur *block
+	var body []string
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.HasPrefix(line, "```"):
+			lang, _, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "```")), " ")
+			cur, body = &block{page: page, line: n, lang: lang}, nil
+		case cur != nil && strings.TrimSpace(line) == "```":
+			if p, ok := markerPrefix[cur.lang]; ok && len(body) > 0 && strings.HasPrefix(body[0], p) {
+				cur.file, body = strings.TrimSpace(strings.TrimPrefix(body[0], p)), body[1:]
+			}
+			cur.body = strings.Join(body, "\n")
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			body = append(body, line)
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.Nil(t, cur, "%s: unterminated code block", page)
+	return out
+}
+
+// source returns the path, relative to this package, of the file a block
+// names, and the block's text as it appears in that file.
+func source(b block) (path, text string) {
+	if r, ok := rootedPages[b.page]; ok {
+		return filepath.Join(r.dir, b.file), strings.ReplaceAll(b.body, r.module, r.target)
+	}
+	return filepath.Join(repoRoot, b.file), b.body
+}
+
+// TestSnippetsMatchCode fails when a Go block names no source file, or when
+// a block that names one is not found in it verbatim (elided parts may be
+// replaced by an elision line, "// ..." or "# ...").
+func TestSnippetsMatchCode(t *testing.T) {
+	checked := 0
+	for _, page := range pages(t) {
+		for _, b := range blocks(t, page) {
+			if b.lang == "go" && b.file == "" {
+				t.Errorf("%s: a go block must start with %q naming the file it is taken from", b, markerPrefix["go"]+"<path>")
+				continue
+			}
+			if b.file == "" {
+				continue
+			}
+			path, text := source(b)
+			content, err := os.ReadFile(path)
+			if !assert.NoError(t, err, "%s: the block's file", b) {
+				continue
+			}
+			checked++
+			rest := string(content)
+			for i, chunk := range chunks(text, elision[b.lang]) {
+				at := strings.Index(rest, chunk)
+				if at < 0 {
+					t.Errorf("%s: part %d of the block is not in %s (verbatim, in order); the code or the page changed:\n%s",
+						b, i+1, path, firstDifference(chunk, rest))
+					break
+				}
+				rest = rest[at+len(chunk):]
+			}
+		}
+	}
+	assert.NotZero(t, checked, "no block names a file")
+}
+
+// chunks splits text at elision lines, dropping empty parts.
+func chunks(text, elisionLine string) []string {
+	var out []string
+	var cur []string
+	flush := func() {
+		if s := strings.Trim(strings.Join(cur, "\n"), "\n"); s != "" {
+			out = append(out, s)
+		}
+		cur = nil
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if elisionLine != "" && strings.TrimSpace(l) == elisionLine {
+			flush()
+			continue
+		}
+		cur = append(cur, l)
+	}
+	flush()
+	return out
+}
+
+// firstDifference points at the first line of chunk that the file does not
+// contain, to make a drift easy to find.
+func firstDifference(chunk, content string) string {
+	lines := strings.Split(chunk, "\n")
+	for i := range lines {
+		if !strings.Contains(content, strings.Join(lines[:i+1], "\n")) {
+			return fmt.Sprintf("  first differing line %d: %q", i+1, lines[i])
+		}
+	}
+	return "  (every line is present, but not contiguously)"
+}
+
+// TestGettingStartedShowsEveryLine fails unless the blocks naming a
+// hand-written file of the getting-started module, joined in page order with
+// one blank line between them, are exactly that file: a reader who copies
+// the blocks gets the code this repository compiles and tests. Generated
+// files (deepcopy, CRD, RBAC) are not shown whole; readers generate them.
+func TestGettingStartedShowsEveryLine(t *testing.T) {
+	for page, r := range rootedPages {
+		shown := map[string][]string{}
+		for _, b := range blocks(t, page) {
+			if b.file != "" {
+				path, text := source(b)
+				shown[path] = append(shown[path], text)
+			}
+		}
+		var written []string
+		require.NoError(t, filepath.WalkDir(r.dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			generated := strings.HasPrefix(d.Name(), "zz_generated") ||
+				strings.Contains(path, filepath.Join("config", "crd")) || strings.Contains(path, filepath.Join("config", "rbac"))
+			if !generated {
+				written = append(written, path)
+			}
+			return nil
+		}))
+		require.NotEmpty(t, written)
+		for _, path := range written {
+			content, err := os.ReadFile(path)
+			require.NoError(t, err)
+			parts, ok := shown[path]
+			if !ok {
+				t.Errorf("%s: %s is not shown; add its code with a %q line", page, path, markerPrefix["go"]+strings.TrimPrefix(path, r.dir+"/"))
+				continue
+			}
+			if got, want := strings.Join(parts, "\n\n"), strings.TrimRight(string(content), "\n"); got != want {
+				t.Errorf("%s: the blocks for %s, joined with blank lines, must be the whole file:\n%s", page, path, lineDiff(want, got))
+			}
+		}
+	}
+}
+
+// lineDiff names the first line where got differs from want.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := range max(len(w), len(g)) {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl || i >= len(w) || i >= len(g) {
+			return fmt.Sprintf("  line %d: file has %q, blocks have %q", i+1, wl, gl)
+		}
+	}
+	return ""
+}
+
+var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestLinks fails on a relative link to a file that does not exist.
+func TestLinks(t *testing.T) {
+	for _, page := range append(pages(t), filepath.Join(repoRoot, "README.md")) {
+		content, err := os.ReadFile(page)
+		require.NoError(t, err)
+		for _, m := range link.FindAllStringSubmatch(string(content), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "#") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			target, _, _ = strings.Cut(target, "#")
+			_, err := os.Stat(filepath.Join(filepath.Dir(page), target))
+			assert.NoError(t, err, "%s: broken link %q", page, m[1])
+		}
+	}
+}
+
+// TestIndexListsEveryPage fails when a page is not linked from README.md.
+func TestIndexListsEveryPage(t *testing.T) {
+	index, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	var linked []string
+	for _, m := range link.FindAllStringSubmatch(string(index), -1) {
+		linked = append(linked, strings.SplitN(m[1], "#", 2)[0])
+	}
+	for _, page := range pages(t) {
+		if page != "README.md" {
+			assert.True(t, slices.Contains(linked, page), "README.md does not link %s", page)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types of a Cache. Ready (package conditions) is True when both
+// are True; Reconciling and Stalled follow kstatus.
+const (
+	// ConfigValid says whether the spec can be turned into a Deployment.
+	ConfigValid = "ConfigValid"
+	// Available says whether every replica of the current spec is available.
+	Available = "Available"
+)
+
+// CacheSpec is the desired state of a Cache.
+type CacheSpec struct {
+	// Image is the memcached image. It must carry a tag or a digest.
+	// +kubebuilder:default="memcached:1.6.38"
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[^\s@]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$`
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Replicas is the number of memcached pods, 1 to 10.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +kubebuilder:default=1
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Memory is the cache size of each pod: a whole number of mebibytes,
+	// at least 16Mi (for example 64Mi or 1Gi). The pod's memory request and
+	// limit add 32Mi for memcached itself.
+	// +kubebuilder:default="64Mi"
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+}
+
+// CacheStatus is the observed state of a Cache.
+type CacheStatus struct {
+	// ReadyReplicas is the number of ready memcached pods.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// ObservedGeneration is the generation this status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Reconciling, Stalled, ConfigValid, Available.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Cache runs memcached: a Deployment and a Service of the Cache's name.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].reason"
+// +kubebuilder:printcolumn:name="Replicas",type="integer",JSONPath=".spec.replicas"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+type Cache struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   CacheSpec   `json:"spec"`
+	Status CacheStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the Cache's conditions (conditions.Getter).
+func (c *Cache) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces the Cache's conditions (conditions.Setter).
+func (c *Cache) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
+
+// CacheList is a list of Caches.
+//
+// +kubebuilder:object:root=true
+type CacheList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cache `json:"items"`
+}

@@ -1,0 +1,214 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/reconciler"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+
+	cachev1alpha1 "github.com/reconcilekit/reconcilekit/docs/getting-started/api/v1alpha1"
+	"github.com/reconcilekit/reconcilekit/docs/getting-started/internal/controller"
+)
+
+var (
+	scheme = runtime.NewScheme()
+	// admin talks to the test apiserver as cluster-admin.
+	admin client.Client
+	// operator authenticates as the operator's ServiceAccount, which is
+	// bound to the generated role and nothing else.
+	operator *rest.Config
+)
+
+// TestMain starts etcd and kube-apiserver from KUBEBUILDER_ASSETS with the
+// generated CRD. Under -short it starts nothing and these tests skip.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	os.Exit(runWithEnvtest(m))
+}
+
+func runWithEnvtest(m *testing.M) int {
+	env := &envtest.Environment{
+		CRDDirectoryPaths:        []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest (is KUBEBUILDER_ASSETS set?):", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	if err := setup(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "setting up:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// setup binds the generated ClusterRole to the operator's ServiceAccount and
+// impersonates it, so a missing RBAC marker fails these tests.
+func setup(cfg *rest.Config) error {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), cachev1alpha1.AddToScheme(scheme)); err != nil {
+		return err
+	}
+	var err error
+	if admin, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	role, err := generatedClusterRole(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		return err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache-operator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "cache-system", Name: "cache-operator"}},
+	}
+	ctx := context.Background()
+	if err := errors.Join(admin.Create(ctx, role), admin.Create(ctx, binding)); err != nil {
+		return err
+	}
+	operator = rest.CopyConfig(cfg)
+	operator.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:cache-system:cache-operator"}
+	return nil
+}
+
+// generatedClusterRole reads the ClusterRole controller-gen wrote.
+func generatedClusterRole(path string) (*rbacv1.ClusterRole, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		role := &rbacv1.ClusterRole{}
+		if err := dec.Decode(role); err != nil {
+			return nil, fmt.Errorf("no ClusterRole in %s: %w", path, err)
+		}
+		if role.Kind == "ClusterRole" {
+			return role, nil
+		}
+	}
+}
+
+func requireEnvtest(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs envtest: run without -short, with KUBEBUILDER_ASSETS set")
+	}
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cache-test-"}}
+	require.NoError(t, admin.Create(t.Context(), ns))
+	return ns.Name
+}
+
+// TestCacheBecomesReady runs the controller as the operator runs it: under a
+// manager, with the permissions of the generated role only.
+func TestCacheBecomesReady(t *testing.T) {
+	requireEnvtest(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	mgr, err := ctrl.NewManager(operator, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	require.NoError(t, err)
+	require.NoError(t, controller.Setup(mgr))
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-stopped) })
+
+	cache := &cachev1alpha1.Cache{
+		ObjectMeta: metav1.ObjectMeta{Name: "sessions", Namespace: newNamespace(t)},
+		Spec:       cachev1alpha1.CacheSpec{Replicas: ptr.To(int32(2)), Memory: ptr.To(resource.MustParse("128Mi"))},
+	}
+	require.NoError(t, admin.Create(ctx, cache))
+	key := client.ObjectKeyFromObject(cache)
+
+	// The controller creates the Deployment; the CRD defaulted the image.
+	dep := &appsv1.Deployment{}
+	require.Eventually(t, func() bool { return admin.Get(ctx, key, dep) == nil }, time.Minute, 100*time.Millisecond)
+	assert.True(t, metav1.IsControlledBy(dep, cache))
+	container := dep.Spec.Template.Spec.Containers[0]
+	assert.Equal(t, "memcached:1.6.38", container.Image)
+	assert.Equal(t, []string{"-m", "128"}, container.Args)
+	assert.Equal(t, "160Mi", container.Resources.Limits.Memory().String())
+
+	// envtest runs no Deployment controller: play its part.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := admin.Get(ctx, key, dep); err != nil {
+			return err
+		}
+		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation,
+			Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+		return admin.Status().Update(ctx, dep)
+	}))
+
+	require.Eventually(t, func() bool {
+		return admin.Get(ctx, key, cache) == nil && conditions.IsTrue(cache, conditions.Ready)
+	}, time.Minute, 100*time.Millisecond)
+	assert.Equal(t, int32(2), cache.Status.ReadyReplicas)
+	assert.Equal(t, cache.Generation, cache.Status.ObservedGeneration)
+	assert.Equal(t, "ReplicasAvailable", conditions.Get(cache, cachev1alpha1.Available).Reason)
+}
+
+// TestConvergesAndStalls drives the reconciler without a manager, through
+// reconcilekit's request-counting, fault-injecting client.
+func TestConvergesAndStalls(t *testing.T) {
+	requireEnvtest(t)
+	ctx := t.Context()
+	c := reconcilertest.NewClient(admin)
+	r, err := controller.New(nil, reconciler.Options[*cachev1alpha1.Cache]{Client: c, APIReader: admin, Scheme: scheme})
+	require.NoError(t, err)
+	cache := &cachev1alpha1.Cache{ObjectMeta: metav1.ObjectMeta{Name: "sessions", Namespace: newNamespace(t)}}
+	require.NoError(t, admin.Create(ctx, cache))
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cache)}
+
+	// A conflict on the status write is retried within the pass; once
+	// converged, a pass over the unchanged Cache writes nothing.
+	c.Inject(reconcilertest.Fault{Verb: reconcilertest.Patch, Kind: "Cache", Subresource: "status",
+		Err: reconcilertest.ErrConflict, Rate: 1, Times: 1})
+	reconcilertest.Converge(t, ctx, r, c, req, 5)
+	reconcilertest.AssertIdempotent(t, ctx, r, c, req)
+	require.NoError(t, admin.Get(ctx, req.NamespacedName, cache))
+	assert.Equal(t, "RollingOut", conditions.Get(cache, conditions.Ready).Reason)
+
+	// A spec no retry can fix stalls the Cache instead of failing in a loop.
+	require.NoError(t, admin.Patch(ctx, cache, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"memory":"100M"}}`))))
+	_, err = r.Reconcile(ctx, req)
+	assert.ErrorIs(t, err, reconcile.TerminalError(nil))
+	require.NoError(t, admin.Get(ctx, req.NamespacedName, cache))
+	assert.True(t, conditions.IsTrue(cache, conditions.Stalled))
+	assert.Equal(t, "InvalidMemory", conditions.Get(cache, conditions.Ready).Reason)
+}
