@@ -18,7 +18,7 @@ say() { echo "demo: $*" >&2; }
 
 bin=${TOOLS_BIN:-$(bash hack/tools.sh | tail -n1)}
 kubeconfig=$(bash hack/cluster.sh up | tail -n1)
-k() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+k() { "$bin/kubectl" --kubeconfig "$kubeconfig" --cache-dir "$repo/.cluster/kubectl-cache" "$@"; }
 
 say "installing the CRD, RBAC and webhook configurations (examples/webapp/config/local)"
 k apply --server-side -k examples/webapp/config/local >/dev/null

@@ -20,7 +20,7 @@ say() { echo "operator: $*" >&2; }
 cmd_kubeconfig() {
 	local admin=$1 bin server ca token out=$dir/operator.kubeconfig
 	bin=${TOOLS_BIN:-$(bash "$repo/hack/tools.sh" --dir)}
-	k() { "$bin/kubectl" --kubeconfig "$admin" "$@"; }
+	k() { "$bin/kubectl" --kubeconfig "$admin" --cache-dir "$dir/kubectl-cache" "$@"; }
 	server=$(k config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
 	ca=$(k config view --minify --raw --flatten -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
 	token=$(k create token "$sa" -n "$namespace" --duration=24h)

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	psaapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -119,6 +121,12 @@ func TestLifecycle(t *testing.T) {
 	}
 	assert.Equal(t, int32(3), *d.Spec.Replicas)
 	assert.Equal(t, "registry.example.com/web:v1", d.Spec.Template.Spec.Containers[0].Image)
+	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	require.NoError(t, err)
+	restricted := psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}
+	for _, r := range evaluator.EvaluatePod(restricted, &d.Spec.Template.ObjectMeta, &d.Spec.Template.Spec) {
+		assert.True(t, r.Allowed, "the WebApp's pods pass Pod Security restricted: %s: %s", r.ForbiddenReason, r.ForbiddenDetail)
+	}
 	app := f.app()
 	assert.Contains(t, app.Finalizers, controller.Finalizer)
 	assert.False(t, app.Status.Ready)
@@ -179,7 +187,7 @@ func TestLifecycle(t *testing.T) {
 	f.reconcile()
 	require.NoError(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}, reg))
 	assert.NotContains(t, reg.Data, f.ns+".shop")
-	err := env.Client.Get(f.ctx, f.req.NamespacedName, &webappv1.WebApp{})
+	err = env.Client.Get(f.ctx, f.req.NamespacedName, &webappv1.WebApp{})
 	assert.True(t, apierrors.IsNotFound(err), "WebApp gone after cleanup: %v", err)
 }
 
