@@ -22,6 +22,8 @@ export KUBEBUILDER_ASSETS := $(TOOLS_BIN)
 CLUSTER_KUBECONFIG ?= $(CURDIR)/.cluster/reconcilekit.kubeconfig
 
 WEBAPP := examples/webapp
+# Everything `make generate manifests` writes; `make test` fails when it is stale.
+GENERATED := '*zz_generated*' internal/testapi/crd $(WEBAPP)/config docs/getting-started/config
 GO_TEST_FLAGS ?=
 
 ##@ General
@@ -47,23 +49,24 @@ envtest-assets: tools ## Print the KUBEBUILDER_ASSETS directory (last line) for 
 
 .PHONY: generate
 generate: tools ## Generate deepcopy code (controller-gen object).
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/testapi/... $(if $(wildcard $(WEBAPP)/api),paths=./$(WEBAPP)/api/...)
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/testapi/... paths=./$(WEBAPP)/api/... paths=./docs/getting-started/...
 
 .PHONY: manifests
 manifests: tools ## Generate CRDs, RBAC and webhook manifests from markers (controller-gen).
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./internal/testapi/... output:crd:dir=internal/testapi/crd
-	@if [[ -d $(WEBAPP)/api ]]; then \
-		$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths=./$(WEBAPP)/... \
-			output:crd:artifacts:config=$(WEBAPP)/config/crd/bases \
-			output:rbac:artifacts:config=$(WEBAPP)/config/rbac \
-			output:webhook:artifacts:config=$(WEBAPP)/config/webhook; \
-	fi
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths=./$(WEBAPP)/... \
+		output:crd:artifacts:config=$(WEBAPP)/config/crd/bases \
+		output:rbac:artifacts:config=$(WEBAPP)/config/rbac \
+		output:webhook:artifacts:config=$(WEBAPP)/config/webhook
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths=./docs/getting-started/... \
+		output:crd:artifacts:config=docs/getting-started/config/crd/bases \
+		output:rbac:artifacts:config=docs/getting-started/config/rbac
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files differ from what is committed.
-	@if [[ -n "$$(git status --porcelain -- '*zz_generated*' internal/testapi/crd $(WEBAPP)/config)" ]]; then \
+	@if [[ -n "$$(git status --porcelain -- $(GENERATED))" ]]; then \
 		echo "generated files are out of date; run 'make generate manifests' and commit:"; \
-		git status --porcelain -- '*zz_generated*' internal/testapi/crd $(WEBAPP)/config; \
+		git status --porcelain -- $(GENERATED); \
 		git --no-pager diff --stat; exit 1; \
 	fi
 

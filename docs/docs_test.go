@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,12 +68,16 @@ func blocks(t *testing.T, page string) []block {
 	var out []block
 	var cur *block
 	var body []string
+	indent := ""
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
+		trimmed := strings.TrimLeft(line, " ")
 		switch {
-		case cur == nil && strings.HasPrefix(line, "```"):
-			lang, _, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "```")), " ")
+		case cur == nil && strings.HasPrefix(trimmed, "```"):
+			// A fence may be indented (inside a list item); so are its lines.
+			indent = line[:len(line)-len(trimmed)]
+			lang, _, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(trimmed, "```")), " ")
 			cur, body = &block{page: page, line: n, lang: lang}, nil
 		case cur != nil && strings.TrimSpace(line) == "```":
 			if p, ok := markerPrefix[cur.lang]; ok && len(body) > 0 && strings.HasPrefix(body[0], p) {
@@ -82,7 +87,7 @@ func blocks(t *testing.T, page string) []block {
 			out = append(out, *cur)
 			cur = nil
 		case cur != nil:
-			body = append(body, line)
+			body = append(body, strings.TrimPrefix(line, indent))
 		}
 	}
 	require.NoError(t, sc.Err())
@@ -229,21 +234,61 @@ func lineDiff(want, got string) string {
 
 var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
-// TestLinks fails on a relative link to a file that does not exist.
+// TestLinks fails on a relative link to a file that does not exist, or to
+// a heading (#anchor) that a Markdown file does not have.
 func TestLinks(t *testing.T) {
 	for _, page := range append(pages(t), filepath.Join(repoRoot, "README.md")) {
 		content, err := os.ReadFile(page)
 		require.NoError(t, err)
 		for _, m := range link.FindAllStringSubmatch(string(content), -1) {
 			target := m[1]
-			if strings.Contains(target, "://") || strings.HasPrefix(target, "#") || strings.HasPrefix(target, "mailto:") {
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
-			target, _, _ = strings.Cut(target, "#")
-			_, err := os.Stat(filepath.Join(filepath.Dir(page), target))
-			assert.NoError(t, err, "%s: broken link %q", page, m[1])
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: broken link %q: %v", page, target, err)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !slices.Contains(anchors(t, path), anchor) {
+				t.Errorf("%s: link %q: %s has no heading with that anchor", page, target, path)
+			}
 		}
 	}
+}
+
+// anchors returns the GitHub anchors of a Markdown file's headings:
+// lower case, punctuation dropped, spaces turned into hyphens.
+func anchors(t *testing.T, path string) []string {
+	t.Helper()
+	content, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []string
+	inCode := false
+	for _, line := range strings.Split(string(content), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+		}
+		if inCode || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
+		var b strings.Builder
+		for _, r := range title {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // TestIndexListsEveryPage fails when a page is not linked from README.md.
@@ -255,8 +300,8 @@ func TestIndexListsEveryPage(t *testing.T) {
 		linked = append(linked, strings.SplitN(m[1], "#", 2)[0])
 	}
 	for _, page := range pages(t) {
-		if page != "README.md" {
-			assert.True(t, slices.Contains(linked, page), "README.md does not link %s", page)
+		if page != "README.md" && !slices.Contains(linked, page) {
+			t.Errorf("README.md does not link %s", page)
 		}
 	}
 }

@@ -152,6 +152,9 @@ cmd_up() {
 }
 
 cmd_down() {
+	# A host-process operator started by hack/operator.sh (make demo) goes
+	# down with the cluster it talks to.
+	CLUSTER_DIR=$cluster_dir bash "$repo/hack/operator.sh" stop || true
 	if ! resolve_tools; then
 		say "tools are unavailable; only stopping leftover processes"
 		bin=

@@ -63,12 +63,17 @@ var (
 // WebApps waiting for it.
 const dbRefIndex = "spec.dbRef"
 
-// +kubebuilder:rbac:groups=apps.example.com,resources=webapps,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=apps.example.com,resources=webapps/status,verbs=get;update;patch
+// Least privilege: exactly the verbs the code uses. Owned objects are
+// written by server-side apply (patch; create for the first apply) and never
+// updated or deleted (the garbage collector deletes them); WebApps are only
+// patched (finalizers) and their status patched; webapps/finalizers update is
+// what blockOwnerDeletion requires on clusters that enforce it.
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps/status,verbs=get;patch
 // +kubebuilder:rbac:groups=apps.example.com,resources=webapps/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;update;patch,namespace=webapp-system
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;patch,namespace=webapp-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup builds the WebApp reconciler and registers it, with its watches,
