@@ -28,8 +28,10 @@ import (
 	webappwebhook "github.com/reconcilekit/reconcilekit/examples/webapp/internal/webhook"
 )
 
-// Leader election: a Lease in the operator's namespace only.
+// Leader election: a Lease in the operator's namespace only, and the
+// core/v1 Event client-go's leader elector records on a new leader.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=webapp-system
+// +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch,namespace=webapp-system
 
 func main() {
 	if err := run(); err != nil {
