@@ -80,7 +80,8 @@ func (c *countingClient) Status() client.SubResourceWriter {
 }
 
 func (c *countingClient) SubResource(sub string) client.SubResourceClient {
-	return &countingSubResource{SubResourceClient: c.Client.SubResource(sub), n: c.n}
+	sr := c.Client.SubResource(sub)
+	return countingSubResource{SubResourceReader: sr, countingWriter: &countingWriter{SubResourceWriter: sr, n: c.n}}
 }
 
 type countingWriter struct {
@@ -108,27 +109,8 @@ func (w *countingWriter) Apply(ctx context.Context, obj runtime.ApplyConfigurati
 	return w.SubResourceWriter.Apply(ctx, obj, opts...)
 }
 
+// countingSubResource reads through and counts writes like countingWriter.
 type countingSubResource struct {
-	client.SubResourceClient
-	n *atomic.Int64
-}
-
-func (s *countingSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	s.n.Add(1)
-	return s.SubResourceClient.Create(ctx, obj, sub, opts...)
-}
-
-func (s *countingSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	s.n.Add(1)
-	return s.SubResourceClient.Update(ctx, obj, opts...)
-}
-
-func (s *countingSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	s.n.Add(1)
-	return s.SubResourceClient.Patch(ctx, obj, patch, opts...)
-}
-
-func (s *countingSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	s.n.Add(1)
-	return s.SubResourceClient.Apply(ctx, obj, opts...)
+	client.SubResourceReader
+	*countingWriter
 }
