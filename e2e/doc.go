@@ -15,7 +15,7 @@
 // Every file carries the build tag e2e, so `go test ./...` never compiles it.
 // Run it with `make test-e2e`, or directly:
 //
-//	TOOLS_BIN=$(hack/tools.sh | tail -n1) go test -tags e2e ./e2e/... -v -timeout 20m
+//	TOOLS_BIN=$(hack/tools.sh | tail -n1) go test -tags e2e ./e2e/... -v -timeout 30m
 //
 // # Cluster providers
 //
@@ -38,23 +38,91 @@
 // next run starts by deleting the stale cluster, or run
 // `CLUSTER_NAME=reconcilekit-e2e hack/cluster.sh down`.
 //
+// # The operator under test
+//
+// After the cluster, TestMain sets up the WebApp example operator
+// (examples/webapp) as a [Stage], and the features exercise it: the CRD's
+// documentation and columns, admission (schema, webhooks, defaults,
+// warnings), a WebApp's life (rollout, scale subresource, self-healing,
+// deletion with its garbage, namespace deletion), its database dependency,
+// least privilege, Pod Security "restricted", leader election fail-over and
+// a restart. E2E_OPERATOR picks how the operator runs:
+//
+//   - process (default for kwok and existing): as `make demo` does.
+//     `go build` builds it once; `kubectl apply --server-side -k
+//     examples/webapp/config/local` installs the CRD, the generated RBAC and
+//     webhook configurations that call https://127.0.0.1:9443; a
+//     TokenRequest mints a token for the ServiceAccount
+//     webapp-system/webapp-controller-manager, and the operator runs as a
+//     host process with a kubeconfig holding only the server, its CA and
+//     that token (never the suite's admin credentials), every port on
+//     127.0.0.1. Features start more instances (other ports, webhooks off),
+//     stop, restart and SIGKILL them, and put the primary back afterwards.
+//     Each instance logs to its own file,
+//     .cluster/<cluster name>-operator/webapp-operator-<instance>.log (tail
+//     it while the suite runs); the logs are copied to <artifacts>/operator
+//     when something failed, and the directory is removed at the end. Port 9443 must be free: stop
+//     a `make demo` operator first (`make cluster-down`).
+//   - deployment (default for kind): as `make deploy` does, the image in
+//     the cluster. The features that control operator processes (leader
+//     election, restart) skip.
+//
+// On E2E_PROVIDER=existing what the stage installed stays installed, like
+// the cluster (`kubectl delete -k examples/webapp/config/local`, or `make
+// undeploy`, removes it).
+//
+// # Running on kind
+//
+// With a container engine and kind installed:
+//
+//	E2E_PROVIDER=kind go test -tags e2e ./e2e/... -v -timeout 30m
+//
+// The operator stage then does what a developer would:
+//
+//	make docker-build                                   # reconcilekit/webapp-operator:dev
+//	kind load docker-image reconcilekit/webapp-operator:dev --name reconcilekit-e2e
+//	make deploy                                         # kubectl apply --server-side -k examples/webapp/config/default
+//
+// and waits for the rollout and for the webhooks to admit. Set
+// E2E_OPERATOR_IMAGE to an image that already exists to skip the build; it
+// is loaded and deployed instead, through a kustomization under
+// .cluster/e2e-deploy that only replaces the image. The apiserver reaches
+// the webhooks through their Service, with the certificate the operator
+// issues for it.
+//
+// # Timing
+//
+// On the kwok cluster the whole suite takes about two minutes on two cores:
+// the node makes pods Ready at once, so waits end within a second or two.
+// The exceptions are real controller-manager behaviour: a WebApp deleted
+// within 30s of the CRD's installation is garbage-collected at the garbage
+// collector's next discovery sync, a namespace deletion takes the namespace
+// controller's retries, and a SIGKILLed leader is replaced once its Lease
+// (15s) expires. Every wait has a deadline and none asserts a duration.
+// E2E_TRACE=1 logs each state a wait goes through, with its time.
+//
 // # Artifacts
 //
 // When a test or the setup failed, [Harness] writes to E2E_ARTIFACTS (default
 // <repo>/.artifacts/e2e/<UTC time>): `kubectl cluster-info dump` output
 // (cluster-info/), every listable object but Secrets (resources.yaml), the
-// provider's component logs (logs/), and for each failed feature the objects
-// of its namespace (namespaces/<name>.yaml), taken before it is deleted.
+// provider's component logs (logs/), the operator's logs (operator/), and
+// for each failed feature the objects of its namespace
+// (namespaces/<name>.yaml), taken before it is deleted.
 //
 // # Writing features
 //
 // main_test.go builds the environment in TestMain and keeps it in the package
-// variables testenv and harness. A feature gets a fresh namespace, created
+// variables testenv, harness and operator (the WebApp operator; its types
+// are in klient's scheme). A feature gets a fresh namespace, created
 // before it and deleted after it; read it with [Namespace]. Talk to the
 // cluster with cfg.Client() (e2e-framework's klient) or, for manifests and
 // debugging, with harness.Kubectl or harness.MustKubectl ([Harness.Kubectl]),
-// which run the pinned kubectl against the suite's kubeconfig only. Wait with wait.For from klient/wait and a deadline,
-// never with sleeps:
+// which run the pinned kubectl against the suite's kubeconfig only. Wait with
+// wait.For from klient/wait (or the eventually helper, which reports the last
+// state it saw) and a deadline, never with sleeps. A feature that stops,
+// kills or outvotes the primary operator calls operator.restorePrimary in its
+// Teardown, so the next feature finds it leading and admitting:
 //
 //	func TestMyOperator(t *testing.T) {
 //		f := features.New("my operator").

@@ -151,6 +151,9 @@ type Harness struct {
 	kubeconfig string
 	kubectl    string
 
+	stages     []Stage
+	stagesDown sync.Once
+
 	failed   atomic.Bool
 	teardown sync.Once
 }
@@ -181,26 +184,77 @@ func NewHarness(opts Options) (*Harness, error) {
 	return h, nil
 }
 
-// Run wires the harness into e (setup, per-feature namespaces, failure
-// tracking, artifact export, teardown) and runs the tests; TestMain passes
-// its result to os.Exit.
-func (h *Harness) Run(m *testing.M, e env.Environment) int {
+// Stage is a part of the system under test that lives as long as the
+// cluster, such as an operator the features exercise: set up after the
+// cluster is created, torn down before it is deleted.
+type Stage struct {
+	// Name identifies the stage in errors.
+	Name string
+	// Setup runs after the cluster is up, stages in the order given to
+	// [Harness.Run]. An error fails the suite's setup: no test runs,
+	// artifacts are exported and everything is torn down.
+	Setup env.Func
+	// Teardown runs exactly once, before the cluster is deleted: after the
+	// tests, after a failed setup and on SIGINT/SIGTERM, stages in reverse
+	// order. It must cope with a Setup that never ran or stopped halfway.
+	// failed says whether a test or the setup failed, so the stage can
+	// keep its own logs under [Harness.ArtifactsDir]. It reports its own
+	// errors: nothing may keep the cluster from being deleted.
+	Teardown func(ctx context.Context, failed bool)
+}
+
+// Run wires the harness and stages into e (setup, per-feature namespaces,
+// failure tracking, artifact export, teardown) and runs the tests; TestMain
+// passes its result to os.Exit.
+func (h *Harness) Run(m *testing.M, e env.Environment, stages ...Stage) int {
+	h.stages = stages
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(signals)
 	go func() {
 		sig := <-signals
-		fmt.Fprintf(os.Stderr, "e2e: %v: deleting the cluster before exiting\n", sig)
+		fmt.Fprintf(os.Stderr, "e2e: %v: tearing down and deleting the cluster before exiting\n", sig)
+		h.teardownStages(context.Background())
 		_ = h.destroy(context.Background()) // destroy reports its own error
 		os.Exit(130)
 	}()
 
-	e.Setup(h.setup).
-		BeforeEachFeature(h.createNamespace).
+	e.Setup(h.setup)
+	for _, s := range stages {
+		e.Setup(h.stageSetup(s))
+	}
+	e.BeforeEachFeature(h.createNamespace).
 		AfterEachFeature(h.deleteNamespace).
 		AfterEachTest(h.recordResult).
 		Finish(h.finish)
 	return e.Run(m)
+}
+
+// stageSetup runs s.Setup and records its failure for the artifact export.
+func (h *Harness) stageSetup(s Stage) env.Func {
+	return func(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+		if s.Setup == nil {
+			return ctx, nil
+		}
+		ctx, err := s.Setup(ctx, cfg)
+		if err != nil {
+			h.failed.Store(true)
+			return ctx, fmt.Errorf("e2e setup of %s: %w", s.Name, err)
+		}
+		return ctx, nil
+	}
+}
+
+// teardownStages tears the stages down once, in reverse order, whoever
+// asks first (finish or a signal).
+func (h *Harness) teardownStages(ctx context.Context) {
+	h.stagesDown.Do(func() {
+		for i := len(h.stages) - 1; i >= 0; i-- {
+			if td := h.stages[i].Teardown; td != nil {
+				td(ctx, h.failed.Load())
+			}
+		}
+	})
 }
 
 // Kubeconfig returns the path of the suite cluster's kubeconfig; it is empty
@@ -387,8 +441,10 @@ func (h *Harness) recordResult(ctx context.Context, _ *envconf.Config, t *testin
 	return ctx, nil
 }
 
-// finish exports artifacts if anything failed, then deletes the cluster.
+// finish tears the stages down, exports artifacts if anything failed,
+// then deletes the cluster.
 func (h *Harness) finish(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	h.teardownStages(ctx)
 	if h.failed.Load() {
 		h.exportArtifacts(ctx)
 	}

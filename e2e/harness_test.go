@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -71,4 +72,36 @@ func TestRequireLoopback(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSplitImage(t *testing.T) {
+	tests := []struct{ image, name, tag, digest string }{
+		{"reconcilekit/webapp-operator:e2e", "reconcilekit/webapp-operator", "e2e", ""},
+		{"localhost:5000/webapp-operator:v1", "localhost:5000/webapp-operator", "v1", ""},
+		{"localhost:5000/webapp-operator", "localhost:5000/webapp-operator", "latest", ""},
+		{"webapp-operator@sha256:0123", "webapp-operator", "", "sha256:0123"},
+	}
+	for _, tt := range tests {
+		name, tag, digest := splitImage(tt.image)
+		assert.Equal(t, []string{tt.name, tt.tag, tt.digest}, []string{name, tag, digest}, tt.image)
+	}
+}
+
+// TestImageOverlay renders the deployment-mode kustomization (the kind
+// path) without a cluster: config/default with the image under test.
+func TestImageOverlay(t *testing.T) {
+	bin := os.Getenv("TOOLS_BIN")
+	if bin == "" {
+		t.Skip("needs the pinned kubectl: set TOOLS_BIN")
+	}
+	root, err := findRepoRoot()
+	require.NoError(t, err)
+	o := &webappOperator{h: &Harness{opts: Options{RepoRoot: root}}, image: "localhost:5000/webapp-operator:e2e"}
+	dir := t.TempDir()
+	require.NoError(t, o.writeImageOverlay(dir))
+	out, err := exec.Command(filepath.Join(bin, "kubectl"), "kustomize", dir).CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "image: localhost:5000/webapp-operator:e2e")
+	assert.NotContains(t, string(out), deployedImage)
+	assert.Contains(t, string(out), "name: webapp-controller-manager")
 }

@@ -18,7 +18,12 @@ var (
 	harness *Harness
 )
 
-// TestMain creates the cluster picked by E2E_PROVIDER, runs the tests and
+// The WebApp operator (the package variable operator) is installed and
+// started after the cluster, by its Stage, and stopped before the cluster
+// is deleted.
+
+// TestMain creates the cluster picked by E2E_PROVIDER, installs and starts
+// the WebApp operator (E2E_OPERATOR), runs the tests, stops the operator and
 // deletes the cluster; see doc.go. e2e-framework's flags (-args -feature,
 // -assess, -labels, ...) select what runs.
 func TestMain(m *testing.M) {
@@ -41,6 +46,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 2
 	}
+	if operator, err = newWebappOperator(harness); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 2
+	}
 	testenv = env.NewWithConfig(cfg)
-	return harness.Run(m, testenv)
+	return harness.Run(m, testenv, operator.stage())
 }
