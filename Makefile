@@ -100,6 +100,13 @@ test-e2e: tools ## End-to-end tests on a local kwok cluster (E2E_PROVIDER=kwok|k
 .PHONY: test
 test: verify-generated vet lint test-unit test-integration test-e2e ## Everything CI runs: generated files, vet, lint, unit, integration, e2e.
 
+##@ Benchmarks
+
+BENCH_N ?= 100
+.PHONY: bench
+bench: tools ## API requests, convergence and memory vs the tutorial-style baseline; writes docs/performance.md (BENCH_N=100).
+	go run ./bench/cmd/bench -n $(BENCH_N)
+
 ##@ Local cluster
 
 .PHONY: cluster-up

@@ -1,0 +1,336 @@
+// Command bench measures the WebApp example operator's API traffic and
+// memory against a tutorial-style baseline on a local kwok cluster, and
+// writes the table to docs/performance.md. `make bench` runs it.
+//
+//	go run ./bench/cmd/bench -n 100
+//
+// It starts its own cluster with hack/cluster.sh (CLUSTER_NAME=bench,
+// CLUSTER_DIR=.cluster/bench) and always tears it down, unless -use-cluster
+// names a running one (which must be on loopback and run
+// kube-controller-manager). Each operator runs in a child process: the
+// reconcilekit one is examples/webapp built as shipped, the baseline is
+// this binary re-executed as `bench operator baseline`.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/reconcilekit/reconcilekit/bench"
+	"github.com/reconcilekit/reconcilekit/bench/baseline"
+)
+
+const module = "github.com/reconcilekit/reconcilekit"
+
+func main() {
+	if len(os.Args) > 2 && os.Args[1] == "operator" && os.Args[2] == "baseline" {
+		if err := runBaseline(os.Args[3:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench operator baseline:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// runBaseline is the child process of the baseline operator.
+func runBaseline(args []string) error {
+	fs := flag.NewFlagSet("operator baseline", flag.ContinueOnError)
+	addr := fs.String("metrics-bind-address", "127.0.0.1:8080", "where to serve controller-runtime's metrics")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New())
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	return baseline.Run(ctrl.SetupSignalHandler(), cfg, *addr)
+}
+
+type options struct {
+	n, unrelated, workers int
+	out, kubeconfig       string
+	gcWait, quiet         time.Duration
+	timeout               time.Duration
+	micro, baselineFirst  bool
+	render                string
+}
+
+func run() error {
+	var o options
+	flag.IntVar(&o.n, "n", 100, "WebApps each operator converges (1000 is fine; 10 for a quick run)")
+	flag.IntVar(&o.unrelated, "unrelated", 10000, "unrelated Deployments+ConfigMaps for the second memory figure (0 skips it)")
+	flag.IntVar(&o.workers, "workers", 8, "parallel requests of the bench's own client")
+	flag.StringVar(&o.out, "out", "docs/performance.md", "where to write the report (relative to the repository root; empty: stdout only)")
+	flag.StringVar(&o.kubeconfig, "use-cluster", "", "kubeconfig of a running cluster to use instead of starting one (loopback only, with kube-controller-manager)")
+	flag.DurationVar(&o.gcWait, "gc-wait", 150*time.Second, "longest wait for a GC cycle before a memory reading (the runtime forces one every 2m)")
+	flag.DurationVar(&o.quiet, "quiet", 3*time.Second, "how long an operator must be idle to count as done")
+	flag.DurationVar(&o.timeout, "timeout", 0, "bound of every wait (default 10m + 1s per WebApp)")
+	flag.BoolVar(&o.micro, "micro", true, "run the go test microbenchmarks")
+	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
+	flag.StringVar(&o.render, "render", "", "only render the report saved by an earlier run (its .json) to -out, and exit")
+	flag.Parse()
+	if o.n < 1 {
+		return errors.New("-n must be at least 1")
+	}
+	if o.timeout == 0 {
+		o.timeout = 10*time.Minute + time.Duration(o.n)*time.Second
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// controller-runtime's own logging (envtest's CRD installer): errors only.
+	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "bench %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+
+	repo, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if o.render != "" {
+		b, err := os.ReadFile(o.render)
+		if err != nil {
+			return err
+		}
+		var report bench.Report
+		if err := json.Unmarshal(b, &report); err != nil {
+			return fmt.Errorf("%s: %w", o.render, err)
+		}
+		return write(repo, o.out, &report, logf)
+	}
+	machine := bench.DescribeMachine("", "")
+	work := filepath.Join(repo, ".cluster", "bench", "run")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+
+	var micro []bench.Micro
+	if o.micro {
+		logf("microbenchmarks (before the cluster starts, so they have the CPUs)")
+		if micro, err = bench.RunMicro(ctx, repo, bench.MicroBenchmarks); err != nil {
+			return err
+		}
+	}
+	logf("building the WebApp operator (examples/webapp)")
+	ours := filepath.Join(work, "webapp-operator")
+	if err := goBuild(ctx, repo, ours, "./examples/webapp"); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+
+	kubeconfig, cluster := o.kubeconfig, "existing cluster "+o.kubeconfig
+	if kubeconfig == "" {
+		cluster = "kwok (kwokctl --runtime binary: etcd, kube-apiserver, kube-controller-manager, kube-scheduler; kwok nodes for every pod of a phase)"
+		dir := filepath.Join(repo, ".cluster", "bench")
+		env := clusterEnv(dir)
+		removeConfig, err := writeKwokConfig(dir)
+		if err != nil {
+			return err
+		}
+		defer removeConfig()
+		logf("starting the bench cluster (hack/cluster.sh up)")
+		defer func() {
+			logf("tearing the bench cluster down")
+			down := exec.Command("bash", filepath.Join(repo, "hack", "cluster.sh"), "down")
+			down.Env, down.Stdout, down.Stderr = env, os.Stderr, os.Stderr
+			if err := down.Run(); err != nil {
+				logf("hack/cluster.sh down: %v", err)
+			}
+		}()
+		up := exec.CommandContext(ctx, "bash", filepath.Join(repo, "hack", "cluster.sh"), "up")
+		var stdout bytes.Buffer
+		up.Env, up.Stdout, up.Stderr = env, &stdout, os.Stderr
+		if err := up.Run(); err != nil {
+			return fmt.Errorf("hack/cluster.sh up: %w", err)
+		}
+		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		kubeconfig = lines[len(lines)-1]
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := requireLoopback(cfg); err != nil {
+		return err
+	}
+	if o.kubeconfig == "" {
+		// Room for every pod of a phase, plus headroom.
+		if err := ensureNodes(ctx, cfg, o.n+100); err != nil {
+			return err
+		}
+	}
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(repo, "examples", "webapp", "config", "crd", "bases")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		return fmt.Errorf("installing the WebApp CRD: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if v, err := dc.ServerVersion(); err == nil {
+		machine.Kubernetes = v.GitVersion
+	}
+	machine.Cluster = cluster
+
+	res, err := bench.Run(ctx, cfg, bench.Config{
+		N: o.n, Unrelated: o.unrelated, Workers: o.workers, ControllerManager: true, BaselineFirst: o.baselineFirst,
+		GCWait: o.gcWait, QuietFor: o.quiet, Timeout: o.timeout, WorkDir: work, Logf: logf,
+		Ours: func(addr string) []string {
+			return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false",
+				"--health-probe-bind-address=0", "--enable-webhooks=false", "--leader-elect=false",
+				"--namespace=" + bench.SystemNamespace}
+		},
+		Baseline: func(addr string) []string {
+			return []string{self, "operator", "baseline", "--metrics-bind-address=" + addr}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("%w (operator logs are in %s)", err, work)
+	}
+	report := bench.Report{
+		Command:   "go run ./bench/cmd/bench " + strings.Join(os.Args[1:], " "),
+		Machine:   machine,
+		LoadAfter: bench.DescribeMachine("", "").LoadAvg,
+		Result:    res,
+		Micro:     micro,
+	}
+	saved := filepath.Join(repo, ".cluster", "bench", fmt.Sprintf("report-n%d.json", o.n))
+	if b, err := json.MarshalIndent(&report, "", "  "); err == nil && os.WriteFile(saved, b, 0o644) == nil {
+		logf("saved the measurements to %s (re-render with -render)", saved)
+	}
+	return write(repo, o.out, &report, logf)
+}
+
+// write prints the report and writes it to out (relative to repo).
+func write(repo, out string, report *bench.Report, logf func(string, ...any)) error {
+	md := report.Markdown()
+	fmt.Print(md)
+	if out == "" {
+		return nil
+	}
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(repo, out)
+	}
+	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s", out)
+	return nil
+}
+
+// kwokConfig widens the apiserver's Service IP range: kwokctl leaves
+// kube-apiserver's default, a /24, which runs out after some 250 Services,
+// and every WebApp has one. kwokctl reads $KWOK_WORKDIR/kwok.yaml before
+// the configuration hack/cluster.sh passes, and uses the first
+// KwokctlConfiguration it finds, so this one repeats cluster.sh's options
+// (every component on loopback).
+const kwokConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  bindAddress: 127.0.0.1
+componentsPatches:
+- name: kube-apiserver
+  extraArgs:
+  - key: service-cluster-ip-range
+    value: 10.0.0.0/16
+`
+
+// writeKwokConfig writes kwokConfig where kwokctl, run by hack/cluster.sh
+// with CLUSTER_DIR=dir, finds it, and returns a func that removes it.
+func writeKwokConfig(dir string) (func(), error) {
+	path := filepath.Join(dir, "kwok", "kwok.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(kwokConfig), 0o644); err != nil {
+		return nil, err
+	}
+	return func() { _ = os.Remove(path) }, nil
+}
+
+// clusterEnv is the environment of hack/cluster.sh for the bench's own
+// cluster: its name, directory and kubeconfig are set here, whatever the
+// caller's environment says, so it never touches another cluster.
+func clusterEnv(dir string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "CLUSTER_NAME", "CLUSTER_DIR", "CLUSTER_KUBECONFIG", "KUBE_APISERVER_PORT":
+		default:
+			env = append(env, kv)
+		}
+	}
+	return append(env, "CLUSTER_NAME=bench", "CLUSTER_DIR="+dir, "CLUSTER_KUBECONFIG="+filepath.Join(dir, "bench.kubeconfig"))
+}
+
+// repoRoot finds the module's root from the working directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module "+module+"\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("run bench inside the %s checkout", module)
+		}
+		dir = parent
+	}
+}
+
+func goBuild(ctx context.Context, repo, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = repo
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// requireLoopback refuses any apiserver that is not on this machine: the
+// benchmarks put load on it.
+func requireLoopback(cfg *rest.Config) error {
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return err
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		return nil
+	}
+	return fmt.Errorf("the apiserver %s is not on loopback: the benchmarks only load a local cluster", cfg.Host)
+}

@@ -1,0 +1,612 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+)
+
+// SystemNamespace is the reconcilekit operator's own namespace in the
+// benchmarks (its --namespace: the route registry ConfigMap lives there).
+const SystemNamespace = "bench-system"
+
+// ResyncAnnotation is the annotation the no-op resync touches on every
+// WebApp: a change neither operator reads, which wakes both through their
+// WebApp watch, exactly as any unrelated edit (a label by a policy tool, a
+// kubectl annotate) does in a real cluster.
+const ResyncAnnotation = "bench.reconcilekit.io/resync"
+
+// Config sets up one run of the benchmarks.
+type Config struct {
+	// N is the number of WebApps each operator converges.
+	N int
+	// Unrelated is the number of Deployments plus ConfigMaps, half each,
+	// created in other namespaces for the second memory figure; 0 skips it.
+	Unrelated int
+	// Workers is how many requests the bench itself sends in parallel when
+	// it creates objects (default 8).
+	Workers int
+	// ControllerManager says the cluster runs kube-controller-manager and
+	// a kubelet (kwok): Deployments roll out, so convergence waits for
+	// every WebApp's status.ready, and deleted namespaces go away. Without
+	// it (envtest) convergence ends when the operator goes quiet.
+	ControllerManager bool
+	// GCWait bounds the wait for a GC cycle before each memory reading.
+	GCWait time.Duration
+	// QuietFor is how long an operator must be idle to count as done
+	// (default 2s).
+	QuietFor time.Duration
+	// Timeout bounds every wait for the cluster or an operator (default
+	// 10m).
+	Timeout time.Duration
+	// WorkDir receives the operators' kubeconfigs and logs.
+	WorkDir string
+	// BaselineFirst runs the baseline before the reconcilekit operator
+	// (the default is after), to see how much the order matters.
+	BaselineFirst bool
+	// Ours and Baseline start the two operators.
+	Ours, Baseline Command `json:"-"`
+	// Logf reports progress; nil is silent.
+	Logf func(format string, args ...any) `json:"-"`
+}
+
+// Phase is what one measured window cost.
+type Phase struct {
+	// Elapsed is the wall time of the window (for convergence: from the
+	// first create to the moment every object was ready).
+	Elapsed time.Duration
+	// Client is what the operator sent, counted on the wire by its proxy.
+	Client Counts
+	// Server is apiserver_request_total over the window on the resources
+	// an operator writes (see OperatorResources), less the bench's own
+	// requests: the operator's requests plus any other component's on
+	// those resources.
+	Server ServerCounts
+	// Reconciles is how many reconciles the operator ran.
+	Reconciles int
+}
+
+// ImplResult holds one operator's figures.
+type ImplResult struct {
+	Name     string
+	Startup  Phase
+	Converge Phase
+	Resync   Phase
+	// Memory with N WebApps, and again with Unrelated objects added.
+	Memory, MemoryUnrelated Memory
+}
+
+// RawResult is the raw client's reference run: it creates the N
+// Deployments and Services itself.
+type RawResult struct {
+	Elapsed time.Duration
+	Client  Counts
+	Server  ServerCounts
+}
+
+// Result is everything a run measured.
+type Result struct {
+	Config         Config
+	Raw            RawResult
+	Ours, Baseline ImplResult
+}
+
+// OperatorResources are the resources either operator writes; server-side
+// figures are restricted to them, so the cross-check is not drowned in
+// the controller-manager's and kwok's writes to pods, ReplicaSets and
+// leases.
+var OperatorResources = []Key{
+	{Group: "apps.example.com", Resource: "webapps"},
+	{Group: "apps.example.com", Resource: "webapps", Subresource: "status"},
+	{Group: "apps", Resource: "deployments"},
+	{Resource: "services"},
+	{Resource: "configmaps"},
+	{Group: "events.k8s.io", Resource: "events"},
+}
+
+func operatorResource(k Key) bool {
+	for _, r := range OperatorResources {
+		if r.Group == k.Group && r.Resource == k.Resource && r.Subresource == k.Subresource {
+			return true
+		}
+	}
+	return false
+}
+
+// NewScheme returns the scheme the bench's client uses.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := webappv1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+type harness struct {
+	cfg      Config
+	upstream *rest.Config
+	self     *Counter
+	c        client.Client
+	rc       rest.Interface
+}
+
+// Run runs the benchmarks against the cluster of upstream (admin
+// credentials: it reads the apiserver's /metrics and creates namespaces),
+// which must have the WebApp CRD installed: the raw client first, then the
+// reconcilekit operator and the baseline (see Config.BaselineFirst), each
+// alone on the cluster.
+func Run(ctx context.Context, upstream *rest.Config, cfg Config) (*Result, error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.QuietFor <= 0 {
+		cfg.QuietFor = 2 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	h := &harness{cfg: cfg, upstream: upstream, self: NewCounter()}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	selfCfg := rest.CopyConfig(upstream)
+	selfCfg.QPS, selfCfg.Burst = -1, 0 // no client-side throttling: the apiserver is the limit
+	selfCfg.Wrap(h.self.Transport)
+	if h.c, err = client.New(selfCfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	rcCfg := rest.CopyConfig(upstream)
+	rcCfg.GroupVersion = &corev1.SchemeGroupVersion
+	rcCfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	if h.rc, err = rest.RESTClientFor(rcCfg); err != nil {
+		return nil, err
+	}
+	res := &Result{Config: cfg}
+	if err := h.ensureNamespace(ctx, SystemNamespace); err != nil {
+		return nil, err
+	}
+
+	cfg.Logf("raw client: %d Deployments and Services", cfg.N)
+	if res.Raw, err = h.raw(ctx); err != nil {
+		return nil, fmt.Errorf("raw client: %w", err)
+	}
+	cfg.Logf("raw client: all ready after %s", res.Raw.Elapsed.Round(time.Millisecond))
+	ours := func() (err error) {
+		if res.Ours, err = h.impl(ctx, "reconcilekit", cfg.Ours); err != nil {
+			return fmt.Errorf("reconcilekit operator: %w", err)
+		}
+		return nil
+	}
+	base := func() (err error) {
+		if res.Baseline, err = h.impl(ctx, "baseline", cfg.Baseline); err != nil {
+			return fmt.Errorf("baseline operator: %w", err)
+		}
+		return nil
+	}
+	order := []func() error{ours, base}
+	if cfg.BaselineFirst {
+		order = []func() error{base, ours}
+	}
+	for _, phase := range order {
+		if err := phase(); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// window measures the server side of fn: apiserver_request_total on
+// OperatorResources over fn, less what the bench itself sent meanwhile.
+func (h *harness) window(ctx context.Context, fn func() error) (ServerCounts, error) {
+	before, err := ScrapeAPIServer(ctx, h.rc)
+	if err != nil {
+		return nil, err
+	}
+	selfBefore := h.self.Snapshot()
+	if err := fn(); err != nil {
+		return nil, err
+	}
+	after, err := ScrapeAPIServer(ctx, h.rc)
+	if err != nil {
+		return nil, err
+	}
+	self := h.self.Snapshot().Sub(selfBefore)
+	out := ServerCounts{}
+	for k, n := range after.Sub(before) {
+		if !operatorResource(k) {
+			continue
+		}
+		if n -= self[k].N; n != 0 {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+func (h *harness) ensureNamespace(ctx context.Context, name string) error {
+	err := h.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// deleteNamespaces deletes the namespaces and, on a cluster with a
+// namespace controller, waits until they are gone.
+func (h *harness) deleteNamespaces(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		err := h.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting namespace %s: %w", name, err)
+		}
+	}
+	if !h.cfg.ControllerManager {
+		return nil
+	}
+	return poll(ctx, h.cfg.Timeout, func() (bool, error) {
+		for _, name := range names {
+			err := h.c.Get(ctx, types.NamespacedName{Name: name}, &corev1.Namespace{})
+			if !apierrors.IsNotFound(err) {
+				return false, client.IgnoreNotFound(err)
+			}
+		}
+		return true, nil
+	})
+}
+
+// parallel runs fn(0..n-1) on the configured number of workers and
+// returns the first error.
+func (h *harness) parallel(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next atomic.Int64
+	var once sync.Once
+	var first error
+	var wg sync.WaitGroup
+	for range min(h.cfg.Workers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// readyInterval is how often the bench lists the N objects while it waits
+// for them to be ready: 1ms per object, at least 250ms, so that watching
+// does not load the apiserver more than the operator under test does.
+func (h *harness) readyInterval() time.Duration {
+	return max(250*time.Millisecond, time.Duration(h.cfg.N)*time.Millisecond)
+}
+
+func objectName(i int) string { return fmt.Sprintf("app-%04d", i) }
+
+// podResources are what every benchmark pod asks for: little, so that a
+// thousand fit on a few simulated nodes (the operators' default, 500m CPU,
+// would make the scheduler the bottleneck, not the operator).
+var podResources = webappv1.ContainerResources{CPU: new(resource.MustParse("10m")), Memory: new(resource.MustParse("16Mi"))}
+
+// rawObjects are the raw client's Deployment and Service for app i: the
+// shape the operators create.
+func rawObjects(ns string, i int) (*appsv1.Deployment, *corev1.Service) {
+	name := objectName(i)
+	labels := map[string]string{"app.kubernetes.io/name": "webapp", "app.kubernetes.io/instance": name}
+	replicas := int32(1)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "web", Image: "registry.example.com/web:v1",
+					Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+					Resources: corev1.ResourceRequirements{Requests: rawResources, Limits: rawResources},
+				}}},
+			},
+		},
+	}
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}
+	return d, s
+}
+
+var rawResources = corev1.ResourceList{corev1.ResourceCPU: *podResources.CPU, corev1.ResourceMemory: *podResources.Memory}
+
+func deploymentReady(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas >= want &&
+		d.Status.ReadyReplicas >= want && d.Status.AvailableReplicas >= want
+}
+
+func (h *harness) raw(ctx context.Context) (RawResult, error) {
+	const ns = "bench-raw"
+	if err := h.ensureNamespace(ctx, ns); err != nil {
+		return RawResult{}, err
+	}
+	var out RawResult
+	selfBefore := h.self.Snapshot()
+	var err error
+	out.Server, err = h.window(ctx, func() error {
+		start := time.Now()
+		if err := h.parallel(ctx, h.cfg.N, func(ctx context.Context, i int) error {
+			d, s := rawObjects(ns, i)
+			if err := h.c.Create(ctx, d); err != nil {
+				return err
+			}
+			return h.c.Create(ctx, s)
+		}); err != nil {
+			return err
+		}
+		if h.cfg.ControllerManager {
+			readyNow := 0
+			if err := pollEvery(ctx, h.readyInterval(), h.cfg.Timeout, func() (bool, error) {
+				var list appsv1.DeploymentList
+				if err := h.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+					return false, err
+				}
+				ready := 0
+				for i := range list.Items {
+					if deploymentReady(&list.Items[i]) {
+						ready++
+					}
+				}
+				readyNow = ready
+				return ready == h.cfg.N, nil
+			}); err != nil {
+				return fmt.Errorf("waiting for %d Deployments to be ready (%d are): %w", h.cfg.N, readyNow, err)
+			}
+		}
+		out.Elapsed = time.Since(start)
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	out.Client = h.self.Snapshot().Sub(selfBefore)
+	// The raw client's own traffic is what is measured here: add it back.
+	for k, s := range out.Client {
+		if operatorResource(k) {
+			out.Server[k] += s.N
+		}
+	}
+	return out, h.deleteNamespaces(ctx, ns)
+}
+
+func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResult, error) {
+	res := ImplResult{Name: name}
+	ns := "bench-" + name
+	if err := h.ensureNamespace(ctx, ns); err != nil {
+		return res, err
+	}
+	h.cfg.Logf("%s: starting the operator", name)
+	var op *Operator
+	var err error
+	res.Startup.Server, err = h.window(ctx, func() error {
+		start := time.Now()
+		if op, err = StartOperator(ctx, name, cmd, h.upstream, h.cfg.WorkDir); err != nil {
+			return err
+		}
+		_, err := op.WaitQuiet(ctx, 0, h.cfg.QuietFor, h.cfg.Timeout)
+		res.Startup.Elapsed = time.Since(start)
+		return err
+	})
+	if op != nil {
+		defer op.Stop()
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Startup.Client = op.Counter.Snapshot()
+
+	h.cfg.Logf("%s: converging %d WebApps", name, h.cfg.N)
+	if res.Converge, err = h.converge(ctx, op, ns); err != nil {
+		return res, err
+	}
+	h.cfg.Logf("%s: converged in %s (%d requests, %d mutating)", name, res.Converge.Elapsed.Round(time.Millisecond),
+		res.Converge.Client.Total(), res.Converge.Client.Mutating())
+
+	h.cfg.Logf("%s: no-op resync of %d WebApps", name, h.cfg.N)
+	if res.Resync, err = h.resync(ctx, op, ns); err != nil {
+		return res, err
+	}
+	h.cfg.Logf("%s: resync made %d mutating requests", name, res.Resync.Client.Mutating())
+
+	h.cfg.Logf("%s: memory with %d WebApps (waiting up to %s for a GC cycle)", name, h.cfg.N, h.cfg.GCWait)
+	if res.Memory, err = op.Memory(ctx, h.cfg.GCWait); err != nil {
+		return res, err
+	}
+	if h.cfg.Unrelated > 0 {
+		h.cfg.Logf("%s: creating %d unrelated Deployments and ConfigMaps", name, h.cfg.Unrelated)
+		namespaces, err := h.unrelated(ctx, name)
+		if err != nil {
+			return res, err
+		}
+		if _, err := op.WaitQuiet(ctx, 0, h.cfg.QuietFor, h.cfg.Timeout); err != nil {
+			return res, err
+		}
+		h.cfg.Logf("%s: memory with the unrelated objects", name)
+		if res.MemoryUnrelated, err = op.Memory(ctx, h.cfg.GCWait); err != nil {
+			return res, err
+		}
+		if err := h.deleteNamespaces(ctx, namespaces...); err != nil {
+			return res, err
+		}
+	}
+
+	h.cfg.Logf("%s: deleting the WebApps", name)
+	if err := h.c.DeleteAllOf(ctx, &webappv1.WebApp{}, client.InNamespace(ns)); err != nil {
+		return res, fmt.Errorf("deleting the WebApps in %s: %w", ns, err)
+	}
+	if err := poll(ctx, h.cfg.Timeout, func() (bool, error) {
+		var list webappv1.WebAppList
+		err := h.c.List(ctx, &list, client.InNamespace(ns))
+		return err == nil && len(list.Items) == 0, err
+	}); err != nil {
+		return res, fmt.Errorf("waiting for the %s operator to finalize the WebApps: %w", name, err)
+	}
+	return res, h.deleteNamespaces(ctx, ns)
+}
+
+func (h *harness) converge(ctx context.Context, op *Operator, ns string) (Phase, error) {
+	var p Phase
+	before, err := op.Stats(ctx)
+	if err != nil {
+		return p, err
+	}
+	clientBefore := op.Counter.Snapshot()
+	p.Server, err = h.window(ctx, func() error {
+		start := time.Now()
+		if err := h.parallel(ctx, h.cfg.N, func(ctx context.Context, i int) error {
+			return h.c.Create(ctx, &webappv1.WebApp{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: objectName(i)},
+				Spec:       webappv1.WebAppSpec{Image: "registry.example.com/web:v1", Resources: &podResources},
+			})
+		}); err != nil {
+			return fmt.Errorf("creating WebApps: %w", err)
+		}
+		if h.cfg.ControllerManager {
+			readyNow := 0
+			if err := pollEvery(ctx, h.readyInterval(), h.cfg.Timeout, func() (bool, error) {
+				var list webappv1.WebAppList
+				if err := h.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+					return false, err
+				}
+				ready := 0
+				for _, a := range list.Items {
+					if a.Status.Ready {
+						ready++
+					}
+				}
+				readyNow = ready
+				return ready == h.cfg.N, nil
+			}); err != nil {
+				return fmt.Errorf("waiting for %d WebApps to be ready (%d are): %w", h.cfg.N, readyNow, err)
+			}
+			p.Elapsed = time.Since(start)
+		}
+		after, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout)
+		if !h.cfg.ControllerManager {
+			p.Elapsed = time.Since(start) - h.cfg.QuietFor
+		}
+		p.Reconciles = int(after.Reconciles - before.Reconciles)
+		return err
+	})
+	p.Client = op.Counter.Snapshot().Sub(clientBefore)
+	return p, err
+}
+
+func (h *harness) resync(ctx context.Context, op *Operator, ns string) (Phase, error) {
+	var p Phase
+	before, err := op.Stats(ctx)
+	if err != nil {
+		return p, err
+	}
+	clientBefore := op.Counter.Snapshot()
+	stamp := time.Now().UTC().Format(time.RFC3339Nano)
+	p.Server, err = h.window(ctx, func() error {
+		start := time.Now()
+		if err := h.parallel(ctx, h.cfg.N, func(ctx context.Context, i int) error {
+			app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: objectName(i)}}
+			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, ResyncAnnotation, stamp)
+			return h.c.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch))
+		}); err != nil {
+			return fmt.Errorf("annotating WebApps: %w", err)
+		}
+		after, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout)
+		p.Elapsed = time.Since(start) - h.cfg.QuietFor
+		p.Reconciles = int(after.Reconciles - before.Reconciles)
+		return err
+	})
+	p.Client = op.Counter.Snapshot().Sub(clientBefore)
+	return p, err
+}
+
+// unrelated creates cfg.Unrelated objects the operators do not manage,
+// half Deployments (paused, 0 replicas: no ReplicaSet, no pod, so the
+// cluster stays light) and half ConfigMaps (1 KiB of data each), spread
+// over 10 namespaces of their own, and returns the namespaces.
+func (h *harness) unrelated(ctx context.Context, impl string) ([]string, error) {
+	const spread = 10
+	var namespaces []string
+	for i := range spread {
+		ns := fmt.Sprintf("bench-unrelated-%s-%d", impl, i)
+		if err := h.ensureNamespace(ctx, ns); err != nil {
+			return nil, err
+		}
+		namespaces = append(namespaces, ns)
+	}
+	payload := make([]byte, 1024)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	err := h.parallel(ctx, h.cfg.Unrelated, func(ctx context.Context, i int) error {
+		ns := namespaces[i%spread]
+		name := fmt.Sprintf("other-%05d", i)
+		labels := map[string]string{"app.kubernetes.io/name": "other", "app.kubernetes.io/instance": name}
+		if i%2 == 0 {
+			zero := int32(0)
+			return h.c.Create(ctx, &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+				Spec: appsv1.DeploymentSpec{
+					Replicas: &zero,
+					Paused:   true,
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec: corev1.PodSpec{Containers: []corev1.Container{{
+							Name: "app", Image: "registry.example.com/other:v1",
+							Env: []corev1.EnvVar{{Name: "MODE", Value: "production"}},
+						}}},
+					},
+				},
+			})
+		}
+		return h.c.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Data:       map[string]string{"config.txt": string(payload)},
+		})
+	})
+	return namespaces, err
+}

@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/rest"
+)
+
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// value sums the samples of a counter, gauge or untyped family.
+func value(fams map[string]*dto.MetricFamily, name string) float64 {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+	sum := 0.0
+	for _, m := range f.GetMetric() {
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Untyped != nil:
+			sum += m.GetUntyped().GetValue()
+		}
+	}
+	return sum
+}
+
+// apiserverVerbs maps apiserver_request_total's verb label to Key verbs.
+var apiserverVerbs = map[string]string{
+	"GET": "get", "LIST": "list", "WATCH": "watch", "POST": "create", "PUT": "update",
+	"PATCH": "patch", "APPLY": "apply", "DELETE": "delete", "DELETECOLLECTION": "deletecollection",
+}
+
+// ServerCounts is apiserver_request_total summed over codes, scopes and
+// versions, by Key.
+type ServerCounts map[Key]int
+
+// Sub returns s minus before.
+func (s ServerCounts) Sub(before ServerCounts) ServerCounts {
+	out := ServerCounts{}
+	for k, n := range s {
+		if d := n - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// ScrapeAPIServer reads apiserver_request_total from the apiserver's
+// /metrics endpoint (the caller needs get on the /metrics non-resource
+// URL; an admin kubeconfig has it).
+func ScrapeAPIServer(ctx context.Context, rc rest.Interface) (ServerCounts, error) {
+	body, err := rc.Get().AbsPath("/metrics").Do(ctx).Raw()
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver's /metrics: %w", err)
+	}
+	fams, err := parseMetrics(strings.NewReader(string(body)))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the apiserver's /metrics: %w", err)
+	}
+	f := fams["apiserver_request_total"]
+	if f == nil {
+		return nil, fmt.Errorf("the apiserver's /metrics has no apiserver_request_total")
+	}
+	out := ServerCounts{}
+	for _, m := range f.GetMetric() {
+		verb, ok := apiserverVerbs[label(m, "verb")]
+		if !ok || label(m, "resource") == "" || label(m, "dry_run") != "" {
+			continue
+		}
+		k := Key{Verb: verb, Group: label(m, "group"), Resource: label(m, "resource"), Subresource: label(m, "subresource")}
+		out[k] += int(m.GetCounter().GetValue())
+	}
+	return out, nil
+}
+
+// OperatorStats are the figures read from an operator's controller-runtime
+// metrics endpoint.
+type OperatorStats struct {
+	// Reconciles is controller_runtime_reconcile_total, all controllers and
+	// results.
+	Reconciles float64
+	// Busy is workqueue_depth plus controller_runtime_active_workers: 0
+	// when nothing is queued or running.
+	Busy float64
+	// GCCycles counts completed GC cycles; HeapLive is the heap marked live
+	// by the last one (runtime/metrics /gc/heap/live:bytes), that is the
+	// heap right after a GC.
+	GCCycles float64
+	HeapLive float64
+}
+
+func scrapeOperator(ctx context.Context, url string) (OperatorStats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return OperatorStats{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return OperatorStats{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return OperatorStats{}, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	fams, err := parseMetrics(resp.Body)
+	if err != nil {
+		return OperatorStats{}, fmt.Errorf("parsing %s: %w", url, err)
+	}
+	if fams["go_gc_heap_live_bytes"] == nil {
+		return OperatorStats{}, fmt.Errorf("%s has no go_gc_heap_live_bytes (controller-runtime's Go collector)", url)
+	}
+	return OperatorStats{
+		Reconciles: value(fams, "controller_runtime_reconcile_total"),
+		Busy:       value(fams, "workqueue_depth") + value(fams, "controller_runtime_active_workers"),
+		GCCycles:   value(fams, "go_gc_cycles_total_gc_cycles_total"),
+		HeapLive:   value(fams, "go_gc_heap_live_bytes"),
+	}, nil
+}

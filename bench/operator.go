@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Command builds the command line of an operator process that serves
+// controller-runtime's metrics over plain HTTP on metricsAddr. The process
+// gets KUBECONFIG in its environment.
+type Command func(metricsAddr string) []string
+
+// Operator is an operator running in a child process of its own (so that
+// its RSS is its own), talking to the apiserver through a counting proxy.
+type Operator struct {
+	// Name labels the operator in the report.
+	Name string
+	// Counter counts every request the operator sent to the apiserver.
+	Counter *Counter
+
+	cmd        *exec.Cmd
+	done       chan error
+	proxy      *http.Server
+	metricsURL string
+	log        string
+}
+
+// StartOperator starts cmd with a kubeconfig that points at a counting
+// proxy to upstream, and waits until its metrics endpoint answers. Its
+// output goes to workDir/<name>.log.
+func StartOperator(ctx context.Context, name string, cmd Command, upstream *rest.Config, workDir string) (*Operator, error) {
+	op := &Operator{Name: name, Counter: NewCounter(), log: filepath.Join(workDir, name+".log")}
+	target, err := url.Parse(upstream.Host)
+	if err != nil || target.Host == "" {
+		return nil, fmt.Errorf("apiserver address %q: not a URL", upstream.Host)
+	}
+	transport, err := rest.TransportFor(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver transport: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	op.proxy = &http.Server{Handler: NewProxy(target, transport, op.Counter), ReadHeaderTimeout: time.Minute}
+	go func() { _ = op.proxy.Serve(ln) }()
+
+	kubeconfig := filepath.Join(workDir, name+".kubeconfig")
+	if err := writeKubeconfig(kubeconfig, "http://"+ln.Addr().String()); err != nil {
+		_ = op.proxy.Close()
+		return nil, err
+	}
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		_ = op.proxy.Close()
+		return nil, err
+	}
+	op.metricsURL = "http://" + metricsAddr + "/metrics"
+
+	logFile, err := os.Create(op.log)
+	if err != nil {
+		_ = op.proxy.Close()
+		return nil, err
+	}
+	defer logFile.Close()
+	argv := cmd(metricsAddr)
+	op.cmd = exec.Command(argv[0], argv[1:]...)
+	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
+	if err := op.cmd.Start(); err != nil {
+		_ = op.proxy.Close()
+		return nil, fmt.Errorf("starting %s operator: %w", name, err)
+	}
+	op.done = make(chan error, 1)
+	go func() { op.done <- op.cmd.Wait() }()
+
+	err = poll(ctx, time.Minute, func() (bool, error) {
+		select {
+		case err := <-op.done:
+			op.done <- err
+			return false, fmt.Errorf("%s operator exited: %v; see %s", name, err, op.log)
+		default:
+		}
+		_, err := scrapeOperator(ctx, op.metricsURL)
+		return err == nil, nil
+	})
+	if err != nil {
+		op.Stop()
+		return nil, err
+	}
+	return op, nil
+}
+
+// Stats scrapes the operator's metrics.
+func (op *Operator) Stats(ctx context.Context) (OperatorStats, error) {
+	return scrapeOperator(ctx, op.metricsURL)
+}
+
+// RSS is the operator process's resident set size (VmRSS), in bytes.
+func (op *Operator) RSS() (int64, error) {
+	return vmRSS(op.cmd.Process.Pid)
+}
+
+// WaitQuiet waits until the operator has run at least minReconciles
+// reconciles in total, its queues are empty, nothing is running, and
+// neither its reconcile count nor its request count has moved for
+// quietFor.
+func (op *Operator) WaitQuiet(ctx context.Context, minReconciles float64, quietFor, timeout time.Duration) (OperatorStats, error) {
+	var last OperatorStats
+	lastRequests := -1
+	var since time.Time
+	err := poll(ctx, timeout, func() (bool, error) {
+		select {
+		case err := <-op.done:
+			op.done <- err
+			return false, fmt.Errorf("%s operator exited: %v; see %s", op.Name, err, op.log)
+		default:
+		}
+		s, err := op.Stats(ctx)
+		if err != nil {
+			return false, nil //nolint:nilerr // metrics not served yet: poll again
+		}
+		requests := op.Counter.Snapshot().Total()
+		if s.Busy > 0 || s.Reconciles < minReconciles || s.Reconciles != last.Reconciles || requests != lastRequests {
+			last, lastRequests, since = s, requests, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= quietFor, nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("waiting for the %s operator to go quiet (%.0f reconciles, want at least %.0f): %w",
+			op.Name, last.Reconciles, minReconciles, err)
+	}
+	return last, nil
+}
+
+// Memory is an operator's memory at one point.
+type Memory struct {
+	// HeapLive is the heap marked live by a GC cycle that completed after
+	// the measurement started (or the last one, when GCObserved is false).
+	HeapLive int64
+	// RSS is the process's VmRSS right after that GC.
+	RSS int64
+	// GCObserved reports whether a GC cycle completed within the wait.
+	GCObserved bool
+}
+
+// Memory waits (at most gcWait) for the Go runtime to complete a GC cycle,
+// which it forces at least every two minutes, then reads the heap that
+// cycle found live and the RSS. Waiting for the runtime's own cycle keeps
+// the operator's code untouched: no hook has to force one.
+func (op *Operator) Memory(ctx context.Context, gcWait time.Duration) (Memory, error) {
+	start, err := op.Stats(ctx)
+	if err != nil {
+		return Memory{}, err
+	}
+	var now OperatorStats
+	observed := false
+	if gcWait > 0 {
+		err = poll(ctx, gcWait, func() (bool, error) {
+			s, err := op.Stats(ctx)
+			if err != nil {
+				return false, err
+			}
+			now = s
+			return s.GCCycles > start.GCCycles, nil
+		})
+		observed = err == nil
+		if err != nil && !wait.Interrupted(err) {
+			return Memory{}, err
+		}
+	}
+	if !observed {
+		now = start
+	}
+	rss, err := op.RSS()
+	if err != nil {
+		return Memory{}, err
+	}
+	return Memory{HeapLive: int64(now.HeapLive), RSS: rss, GCObserved: observed}, nil
+}
+
+// Stop terminates the operator (SIGTERM, then SIGKILL after 30s) and its
+// proxy.
+func (op *Operator) Stop() {
+	if op.cmd != nil && op.cmd.Process != nil {
+		_ = op.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-op.done:
+			_ = err // the exit status of a stopped operator is not interesting
+		case <-time.After(30 * time.Second):
+			_ = op.cmd.Process.Kill()
+			err := <-op.done
+			_ = err
+		}
+	}
+	_ = op.proxy.Close()
+}
+
+func writeKubeconfig(path, server string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: server}
+	cfg.AuthInfos["bench"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
+	cfg.CurrentContext = "bench"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func vmRSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing VmRSS of pid %d: %w", pid, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no VmRSS in /proc/%d/status", pid, pid)
+}
+
+// poll calls cond every 250ms (at once first) until it returns true or an
+// error, ctx is done, or timeout elapses; wait.Interrupted(err) tells the
+// last two apart from cond's errors.
+func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	return pollEvery(ctx, 250*time.Millisecond, timeout, cond)
+}
+
+func pollEvery(ctx context.Context, interval, timeout time.Duration, cond func() (bool, error)) error {
+	return wait.PollUntilContextTimeout(ctx, interval, timeout, true,
+		func(context.Context) (bool, error) { return cond() })
+}
