@@ -93,7 +93,7 @@ func run() error {
 	flag.DurationVar(&o.timeout, "timeout", 0, "bound of every wait (default 10m + 1s per WebApp)")
 	flag.BoolVar(&o.micro, "micro", true, "run the go test microbenchmarks")
 	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
-	flag.StringVar(&o.render, "render", "", "only render the report saved by an earlier run (its .json) to -out, and exit")
+	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other) to -out, and exit")
 	flag.Parse()
 	if o.n < 1 {
 		return errors.New("-n must be at least 1")
@@ -114,15 +114,19 @@ func run() error {
 		return err
 	}
 	if o.render != "" {
-		b, err := os.ReadFile(o.render)
-		if err != nil {
-			return err
+		var reports []*bench.Report
+		for _, path := range strings.Split(o.render, ",") {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			var report bench.Report
+			if err := json.Unmarshal(b, &report); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			reports = append(reports, &report)
 		}
-		var report bench.Report
-		if err := json.Unmarshal(b, &report); err != nil {
-			return fmt.Errorf("%s: %w", o.render, err)
-		}
-		return write(repo, o.out, &report, logf)
+		return write(repo, o.out, logf, reports...)
 	}
 	machine := bench.DescribeMachine("", "")
 	work := filepath.Join(repo, ".cluster", "bench", "run")
@@ -228,12 +232,21 @@ func run() error {
 	if b, err := json.MarshalIndent(&report, "", "  "); err == nil && os.WriteFile(saved, b, 0o644) == nil {
 		logf("saved the measurements to %s (re-render with -render)", saved)
 	}
-	return write(repo, o.out, &report, logf)
+	return write(repo, o.out, logf, &report)
 }
 
-// write prints the report and writes it to out (relative to repo).
-func write(repo, out string, report *bench.Report, logf func(string, ...any)) error {
-	md := report.Markdown()
+// write prints the reports, one after the other, and writes them to out
+// (relative to repo).
+func write(repo, out string, logf func(string, ...any), reports ...*bench.Report) error {
+	var parts []string
+	for i, r := range reports {
+		md := r.Markdown()
+		if i > 0 {
+			md = strings.Replace(md, "# Performance\n", fmt.Sprintf("# Performance with N = %d\n", r.Result.Config.N), 1)
+		}
+		parts = append(parts, md)
+	}
+	md := strings.Join(parts, "\n---\n\n")
 	fmt.Print(md)
 	if out == "" {
 		return nil
