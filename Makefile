@@ -97,8 +97,12 @@ test-integration: tools ## Unit and integration tests against envtest (real etcd
 test-e2e: tools ## End-to-end tests on a local kwok cluster (E2E_PROVIDER=kwok|kind|existing).
 	go test -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS) ./e2e/...
 
+.PHONY: test-docs
+test-docs: tools ## Follow docs/getting-started.md as a reader: run its commands, write its files, until a Cache is Ready.
+	bash hack/docwalk.sh docs/getting-started.md
+
 .PHONY: test
-test: verify-generated vet lint test-unit test-integration test-e2e ## Everything CI runs: generated files, vet, lint, unit, integration, e2e.
+test: verify-generated vet lint test-unit test-integration test-e2e test-docs ## Everything CI runs: generated files, vet, lint, unit, integration, e2e, the getting-started walk.
 
 ##@ Benchmarks
 
