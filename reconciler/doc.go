@@ -17,9 +17,10 @@
 //     Reconciling and Stalled (kstatus) and status.observedGeneration;
 //   - write status once per pass, only if it changed, with an optimistic
 //     lock and a conflict retry that re-applies this pass's delta;
-//   - emit Events on condition transitions, log with the step name, turn a
-//     panic into a condition, and export per-step duration and error
-//     metrics and a histogram of mutating requests per reconcile.
+//   - emit an Event when Ready changes (never on a converged pass), log
+//     with the step name, turn a panic into a condition, and export
+//     per-step duration and error metrics and a histogram of mutating
+//     requests per reconcile.
 //
 // Everything about watching stays controller-runtime's: register the
 // Reconciler with ctrl.NewControllerManagedBy(mgr).For(...).Owns(...) as

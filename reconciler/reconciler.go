@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -236,7 +237,7 @@ func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...cl
 //   - A failing step keeps the status changes of the steps before it.
 //   - A panicking step becomes a ReconcileError on its condition, not a
 //     crashed manager.
-//   - Events are emitted only on condition transitions.
+//   - At most one event per pass, only when Ready changes (see emitTransitions).
 func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("controller", r.opts.Name)
 	ctx = logf.IntoContext(ctx, log)
@@ -422,29 +423,41 @@ func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, orig, obj T
 	return nil
 }
 
-// emitTransitions emits one event per condition whose status flipped (or
-// that appeared) in this pass: Warning for Stalled=True and for conditions
-// that went False or Unknown because of an error, Normal otherwise.
+// emitTransitions emits at most one event per pass, about Ready, the
+// condition a human watching `kubectl get events` cares about: when Ready
+// appears or its status flips (Normal, or Warning when the pass failed or
+// the object is Stalled), and when it stays not-True for a new reason
+// because the pass failed or the object stalled (Warning). Step conditions
+// do not get events of their own: Ready already reports the first step that
+// is not True, with its reason and message, and an event per condition
+// doubled the writes of a converging object for no extra information.
+// A failure that repeats with the same reason emits nothing more; its
+// retries show in the logs and in controller-runtime's error metrics.
 func (r *Reconciler[T]) emitTransitions(orig, obj T, passErr error) {
 	if r.opts.Recorder == nil {
 		return
 	}
-	for _, c := range obj.GetConditions() {
-		before := conditions.Get(orig, c.Type)
-		if before != nil && before.Status == c.Status {
-			continue
-		}
-		eventType := "Normal"
-		if (c.Type == conditions.Stalled && c.Status == metav1.ConditionTrue) ||
-			(passErr != nil && c.Status != metav1.ConditionTrue && c.Type != conditions.Reconciling) {
-			eventType = "Warning"
-		}
-		note := fmt.Sprintf("%s=%s", c.Type, c.Status)
-		if c.Message != "" {
-			note += ": " + c.Message
-		}
-		r.opts.Recorder.Eventf(obj, nil, eventType, c.Reason, "Reconcile", "%s", truncate(note, 1000))
+	ready := conditions.Get(obj, conditions.Ready)
+	if ready == nil {
+		return
 	}
+	warning := ready.Status != metav1.ConditionTrue && (passErr != nil || conditions.IsTrue(obj, conditions.Stalled))
+	before := conditions.Get(orig, conditions.Ready)
+	switch {
+	case before == nil || before.Status != ready.Status:
+	case warning && before.Reason != ready.Reason:
+	default:
+		return
+	}
+	eventType := corev1.EventTypeNormal
+	if warning {
+		eventType = corev1.EventTypeWarning
+	}
+	note := fmt.Sprintf("%s=%s", ready.Type, ready.Status)
+	if ready.Message != "" {
+		note += ": " + ready.Message
+	}
+	r.opts.Recorder.Eventf(obj, nil, eventType, ready.Reason, "Reconcile", "%s", truncate(note, 1000))
 }
 
 func truncate(s string, n int) string {

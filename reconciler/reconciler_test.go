@@ -262,17 +262,37 @@ func TestNoStatusWriteWhenNothingChanged(t *testing.T) {
 	assert.Equal(t, w.Generation, w.Status.ObservedGeneration)
 }
 
-func TestEventsOnlyOnTransitions(t *testing.T) {
+// TestEventsFollowReady drives one object through a life of outcomes and
+// checks the events of each pass: at most one, about Ready, only when Ready
+// appears, flips, or fails for a new reason.
+func TestEventsFollowReady(t *testing.T) {
+	var outcome reconciler.Outcome
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
 		continueStep("a", "AReady", new([]string)),
+		{Name: "b", Condition: "BReady", Run: func(context.Context, *scope) reconciler.Outcome { return outcome }},
 	}})
-	_, err := f.reconcile()
-	require.NoError(t, err)
-	first := f.drainEvents()
-	assert.NotEmpty(t, first)
-	_, err = f.reconcile()
-	require.NoError(t, err)
-	assert.Empty(t, f.drainEvents(), "no transition, no event")
+	for _, pass := range []struct {
+		name    string
+		outcome reconciler.Outcome
+		want    []string // event prefixes, in order
+	}{
+		{"first pass, waiting", reconciler.Wait("RollingOut", "0/2 replicas"), []string{"Normal RollingOut Ready=False: 0/2 replicas"}},
+		{"still waiting, new reason", reconciler.Wait("ReplicasUnavailable", "1/2 replicas"), nil},
+		{"failing while not Ready", reconciler.Error(errors.New("boom")), []string{"Warning ReconcileError Ready=False"}},
+		{"the same failure again", reconciler.Error(errors.New("boom")), nil},
+		{"Ready", reconciler.Continue(), []string{"Normal Succeeded Ready=True"}},
+		{"Ready, unchanged", reconciler.Continue(), nil},
+		{"stalled", reconciler.Terminal("InvalidSpec", errors.New("size must be even")), []string{"Warning InvalidSpec Ready=False"}},
+		{"recovered", reconciler.Continue(), []string{"Normal Succeeded Ready=True"}},
+	} {
+		outcome = pass.outcome
+		_, _ = f.reconcile()
+		got := f.drainEvents()
+		require.Len(t, got, len(pass.want), "%s: %v", pass.name, got)
+		for i, want := range pass.want {
+			assert.True(t, strings.HasPrefix(got[i], want), "%s: got %q, want %q...", pass.name, got[i], want)
+		}
+	}
 }
 
 func TestConcurrentStatusWriterIsNotLost(t *testing.T) {
