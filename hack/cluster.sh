@@ -112,12 +112,19 @@ cmd_up() {
 	else
 		# Options that have no command-line flag. bindAddress keeps etcd, the
 		# apiserver, the controller manager, the scheduler and kwok on loopback.
+		# The Service IP range is a /16: kube-apiserver's default /24 runs out
+		# after some 250 Services (make bench creates one per WebApp).
 		local config=$cluster_dir/$name.kwokctl.yaml
 		cat >"$config" <<-EOF
 			apiVersion: config.kwok.x-k8s.io/v1alpha1
 			kind: KwokctlConfiguration
 			options:
 			  bindAddress: 127.0.0.1
+			componentsPatches:
+			- name: kube-apiserver
+			  extraArgs:
+			  - key: service-cluster-ip-range
+			    value: 10.0.0.0/16
 		EOF
 		local args=(
 			create cluster

@@ -156,11 +156,6 @@ func run() error {
 		cluster = "kwok (kwokctl --runtime binary: etcd, kube-apiserver, kube-controller-manager, kube-scheduler; kwok nodes for every pod of a phase)"
 		dir := filepath.Join(repo, ".cluster", "bench")
 		env := clusterEnv(dir)
-		removeConfig, err := writeKwokConfig(dir)
-		if err != nil {
-			return err
-		}
-		defer removeConfig()
 		logf("starting the bench cluster (hack/cluster.sh up)")
 		defer func() {
 			logf("tearing the bench cluster down")
@@ -259,36 +254,6 @@ func write(repo, out string, logf func(string, ...any), reports ...*bench.Report
 	}
 	logf("wrote %s", out)
 	return nil
-}
-
-// kwokConfig widens the apiserver's Service IP range: kwokctl leaves
-// kube-apiserver's default, a /24, which runs out after some 250 Services,
-// and every WebApp has one. kwokctl reads $KWOK_WORKDIR/kwok.yaml before
-// the configuration hack/cluster.sh passes, and uses the first
-// KwokctlConfiguration it finds, so this one repeats cluster.sh's options
-// (every component on loopback).
-const kwokConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
-kind: KwokctlConfiguration
-options:
-  bindAddress: 127.0.0.1
-componentsPatches:
-- name: kube-apiserver
-  extraArgs:
-  - key: service-cluster-ip-range
-    value: 10.0.0.0/16
-`
-
-// writeKwokConfig writes kwokConfig where kwokctl, run by hack/cluster.sh
-// with CLUSTER_DIR=dir, finds it, and returns a func that removes it.
-func writeKwokConfig(dir string) (func(), error) {
-	path := filepath.Join(dir, "kwok", "kwok.yaml")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(path, []byte(kwokConfig), 0o644); err != nil {
-		return nil, err
-	}
-	return func() { _ = os.Remove(path) }, nil
 }
 
 // clusterEnv is the environment of hack/cluster.sh for the bench's own
