@@ -17,7 +17,8 @@
 //     Reconciling and Stalled (kstatus) and status.observedGeneration;
 //   - write status once per pass, only if it changed, with an optimistic
 //     lock and a conflict retry that re-applies this pass's delta;
-//   - emit an Event when Ready changes (never on a converged pass), log
+//   - emit an Event when Ready changes (never on a converged pass; while
+//     deleting, the finalizer package's cleanup events instead), log
 //     with the step name, turn a panic into a condition, and export
 //     per-step duration and error metrics and a histogram of mutating
 //     requests per reconcile.

@@ -237,7 +237,9 @@ func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...cl
 //   - A failing step keeps the status changes of the steps before it.
 //   - A panicking step becomes a ReconcileError on its condition, not a
 //     crashed manager.
-//   - At most one event per pass, only when Ready changes (see emitTransitions).
+//   - A live object gets at most one event per pass, only when Ready
+//     changes (see emitTransitions); a deleting object gets the finalizer
+//     package's cleanup events instead, so a failed cleanup is reported once.
 func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("controller", r.opts.Name)
 	ctx = logf.IntoContext(ctx, log)
@@ -408,7 +410,9 @@ func (r *Reconciler[T]) delete(ctx context.Context, c client.Client, orig, obj T
 		// The finalizer is gone; the object may be gone too. Nothing to write.
 		return ctrl.Result{}, err
 	}
-	if werr := r.finish(ctx, c, orig, obj, err); werr != nil {
+	// The finalizer has already told the deletion's story in events
+	// (CleanupFailed, CleanupOverdue); a Ready event would repeat it.
+	if werr := writeStatus(ctx, c, r.opts.APIReader, orig, obj); werr != nil {
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
 	return ctrl.Result{RequeueAfter: res.RequeueAfter}, err
