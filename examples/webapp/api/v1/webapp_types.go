@@ -17,14 +17,19 @@ const (
 
 // WebAppSpec is the desired state of a WebApp.
 type WebAppSpec struct {
+	// Image is required and still omitempty: the mutating webhook patches
+	// the request to this type's encoding, so without omitempty a missing
+	// image would come back as "" and pass the schema's required check.
+
 	// Image is the container image to run. It must carry a tag or a digest
 	// (for example registry.example.com/web:v2.1.0 or web@sha256:...), so a
 	// rollout is always to a known version; "latest" is allowed but warned
 	// about.
+	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[^\s@]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$`
-	Image string `json:"image"`
+	Image string `json:"image,omitempty"`
 
 	// Replicas is the number of pods to run, 1 to 100. Defaults to 1. It is
 	// also the scale subresource's spec, so `kubectl scale webapp` and a
