@@ -67,6 +67,8 @@ type Options[T Object] struct {
 	Steps []Step[T]
 	// Ready lists the conditions Ready depends on, in the order a user
 	// should fix them. Default: every step's Condition, in step order.
+	// Whatever it lists, a pass that a step stopped is not Ready: a step
+	// that must not hold Ready back returns ContinueWith, not Wait or Error.
 	Ready []string
 	// Finalizer names the finalizer that guards Cleanup (for example
 	// "apps.example.com/cleanup"). Required when Cleanup is set; ignored
@@ -235,8 +237,10 @@ func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...cl
 //     conflict the object is re-read and this pass's changes re-applied on
 //     top of the other writer's, so neither is lost.
 //   - A failing step keeps the status changes of the steps before it.
-//   - A panicking step becomes a ReconcileError on its condition, not a
-//     crashed manager.
+//   - A pass that a step stopped (Wait, Error, Terminal) is never Ready, even
+//     when conditions of later steps, which did not run, are still True.
+//   - A panicking step fails the pass with reason Panic, not a crashed
+//     manager.
 //   - A live object gets at most one event per pass, only when Ready
 //     changes (see emitTransitions); a deleting object gets the finalizer
 //     package's cleanup events instead, so a failed cleanup is reported once.
@@ -341,6 +345,15 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T]) (ctrl.Result,
 	}
 	if err := r.summary.Apply(obj); err != nil {
 		return res, err
+	}
+	// The steps after the one that stopped did not run, so their conditions
+	// may still say True for an older generation: a pass that did not finish
+	// is never Ready, or `kubectl wait --for=condition=Ready` would return
+	// before this generation is rolled out.
+	if stopped.kind != kindContinue && conditions.IsTrue(obj, conditions.Ready) {
+		if err := conditions.MarkFalse(obj, conditions.Ready, stopped.reason, "step %s: %s", stoppedBy, stopped.conditionMessage()); err != nil {
+			return res, err
+		}
 	}
 	if r.opts.Summarize != nil {
 		r.opts.Summarize(obj)

@@ -160,6 +160,51 @@ func TestWaitingStepLeavesReadyFalseWithoutError(t *testing.T) {
 	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
 }
 
+// A step without a condition that stops the pass leaves the conditions of
+// the steps after it as an older generation left them; Ready must not keep
+// saying True for the new generation.
+func TestStoppedPassIsNeverReady(t *testing.T) {
+	var outcome reconciler.Outcome
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "deploy", Run: func(context.Context, *scope) reconciler.Outcome { return outcome }},
+		continueStep("check", "Available", new([]string)),
+	}})
+	outcome = reconciler.Continue()
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.True(t, conditions.IsTrue(f.get(), conditions.Ready))
+
+	w := f.get()
+	w.Spec.Size = 2
+	require.NoError(t, env.Client.Update(f.ctx, w))
+	for _, tt := range []struct {
+		name       string
+		outcome    reconciler.Outcome
+		wantReason string
+		wantMsg    string
+	}{
+		{"error", reconciler.Error(errors.New("boom")), reconciler.ReasonError, "step deploy: boom"},
+		{"wait", reconciler.Wait("Resizing", "1/2 resized"), "Resizing", "step deploy: 1/2 resized"},
+		{"terminal", reconciler.Terminal("InvalidSize", errors.New("size 2 is not allowed")), "InvalidSize", "step deploy: size 2 is not allowed"},
+	} {
+		outcome = tt.outcome
+		_, _ = f.reconcile()
+		w := f.get()
+		ready := conditions.Get(w, conditions.Ready)
+		require.NotNil(t, ready, tt.name)
+		assert.Equal(t, metav1.ConditionFalse, ready.Status, tt.name)
+		assert.Equal(t, tt.wantReason, ready.Reason, tt.name)
+		assert.Equal(t, tt.wantMsg, ready.Message, tt.name)
+		assert.Equal(t, w.Generation, ready.ObservedGeneration, tt.name)
+		assert.True(t, conditions.IsTrue(w, "Available"), "%s: the skipped step's condition is left alone", tt.name)
+	}
+
+	outcome = reconciler.Continue()
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	assert.True(t, conditions.IsTrue(f.get(), conditions.Ready), "a finished pass is Ready again")
+}
+
 func TestWaitAfterRequeues(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
 		{Name: "poll", Condition: "Polled", Run: func(context.Context, *scope) reconciler.Outcome {
