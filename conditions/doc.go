@@ -60,9 +60,10 @@
 //     spec.healthCheckExprs).
 //   - Argo CD reports a custom resource without a health check as Healthy as
 //     soon as it exists. Give it a Lua health check (resource.customizations
-//     in argocd-cm) that maps Stalled=True or Ready=False to Degraded,
-//     Reconciling=True or Ready=Unknown/absent to Progressing, and Ready=True
-//     (with observedGeneration equal to metadata.generation) to Healthy.
+//     in argocd-cm) that maps Stalled=True, or Ready=False without
+//     Reconciling=True, to Degraded; Reconciling=True, or Ready Unknown,
+//     absent or of an older generation, to Progressing; and Ready=True of
+//     the current generation to Healthy.
 //
 // # Validation
 //

@@ -38,9 +38,9 @@
 // Applier.Prune deletes objects the owner controls that are no longer
 // desired, with Background propagation and a UID precondition.
 //
-// Both refuse to act on objects another owner controls (ForeignControllerError)
-// and keep owner references within one namespace, as the garbage collector
-// requires.
+// Apply refuses to act on objects another owner controls
+// (ForeignControllerError) and Prune skips them; both keep owner references
+// within one namespace, as the garbage collector requires.
 //
 // # Typical use
 //

@@ -73,8 +73,10 @@ type Fault struct {
 	// Err is returned to the caller; use ErrConflict, ErrServer, ErrTimeout
 	// or any error.
 	Err error
-	// Rate is the probability in [0,1] that a matching request fails. The
-	// random source is seeded (see [WithSeed]) so a failing run repeats.
+	// Rate is the probability in (0,1] that a matching request fails; 0
+	// (unset) means 1, so a Fault without a Rate fails every matching
+	// request instead of silently none. The random source is seeded (see
+	// [WithSeed]) so a failing run repeats.
 	Rate float64
 	// Times limits how many requests this fault fails; 0 means no limit.
 	Times int
@@ -241,7 +243,7 @@ func (c *Client) record(r Request) error {
 		if !f.matches(r) {
 			continue
 		}
-		if f.Rate >= 1 || c.rand.Float64() < f.Rate {
+		if f.Rate <= 0 || f.Rate >= 1 || c.rand.Float64() < f.Rate {
 			f.failed++
 			return f.Err
 		}

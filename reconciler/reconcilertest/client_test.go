@@ -59,6 +59,7 @@ func TestFaults(t *testing.T) {
 		failed int // of 10 ConfigMap creates
 	}{
 		{"conflict on every create", reconcilertest.Fault{Verb: "create", Err: reconcilertest.ErrConflict, Rate: 1}, apierrors.IsConflict, 10},
+		{"no Rate means every request", reconcilertest.Fault{Verb: "create", Err: reconcilertest.ErrConflict}, apierrors.IsConflict, 10},
 		{"server error on mutating, 3 times", reconcilertest.Fault{Verb: "mutating", Err: reconcilertest.ErrServer, Rate: 1, Times: 3}, apierrors.IsInternalError, 3},
 		{"other kind untouched", reconcilertest.Fault{Kind: "Secret", Err: reconcilertest.ErrTimeout, Rate: 1}, apierrors.IsTimeout, 0},
 		{"other verb untouched", reconcilertest.Fault{Verb: "get", Err: reconcilertest.ErrTimeout, Rate: 1}, apierrors.IsTimeout, 0},
