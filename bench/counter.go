@@ -175,8 +175,9 @@ func (c Counts) Keys() []Key {
 // reach it: it counts API traffic, not client calls. Safe for concurrent
 // use.
 type Counter struct {
-	mu     sync.Mutex
-	counts Counts
+	mu       sync.Mutex
+	counts   Counts
+	inFlight int
 }
 
 // NewCounter returns an empty Counter.
@@ -189,9 +190,25 @@ func (c *Counter) Snapshot() Counts {
 	return maps.Clone(c.counts)
 }
 
+// InFlight is the number of requests sent and not yet answered. A request
+// is counted when its answer arrives, after the apiserver has counted it in
+// apiserver_request_total, so a window must not end while one is in flight.
+func (c *Counter) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight
+}
+
+func (c *Counter) start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight++
+}
+
 func (c *Counter) record(k Key, code int, latency time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.inFlight--
 	s := c.counts[k]
 	s.N++
 	if code == 0 || code >= 400 {
@@ -229,6 +246,7 @@ func (c *Counter) Transport(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		k := Classify(req)
 		start := time.Now()
+		c.start()
 		resp, err := next.RoundTrip(req)
 		code := 0
 		if err == nil {

@@ -123,3 +123,33 @@ func TestCountsJSONRoundTrip(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &out))
 	assert.Equal(t, in, out)
 }
+
+// A request is in flight from the moment it is sent until its answer
+// arrives, and only then counted.
+func TestInFlight(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+	}))
+	defer upstream.Close()
+	c := bench.NewCounter()
+	client := &http.Client{Transport: c.Transport(http.DefaultTransport)}
+
+	done := make(chan error, 1)
+	go func() {
+		resp, err := client.Post(upstream.URL+"/api/v1/namespaces/ns/configmaps", "application/json", strings.NewReader("{}"))
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-arrived
+	assert.Equal(t, 1, c.InFlight())
+	assert.Zero(t, c.Snapshot().Total(), "not counted before the answer")
+	close(release)
+	require.NoError(t, <-done)
+	assert.Zero(t, c.InFlight())
+	assert.Equal(t, 1, c.Snapshot()[bench.Key{Verb: "create", Resource: "configmaps"}].N)
+}

@@ -118,9 +118,9 @@ func (op *Operator) RSS() (int64, error) {
 }
 
 // WaitQuiet waits until the operator has run at least minReconciles
-// reconciles in total, its queues are empty, nothing is running, and
-// neither its reconcile count nor its request count has moved for
-// quietFor.
+// reconciles in total, its queues are empty, nothing is running, no
+// request is in flight, and neither its reconcile count nor its request
+// count has moved for quietFor.
 func (op *Operator) WaitQuiet(ctx context.Context, minReconciles float64, quietFor, timeout time.Duration) (OperatorStats, error) {
 	var last OperatorStats
 	lastRequests := -1
@@ -137,7 +137,7 @@ func (op *Operator) WaitQuiet(ctx context.Context, minReconciles float64, quietF
 			return false, nil //nolint:nilerr // metrics not served yet: poll again
 		}
 		requests := op.Counter.Snapshot().Total()
-		if s.Busy > 0 || s.Reconciles < minReconciles || s.Reconciles != last.Reconciles || requests != lastRequests {
+		if s.Busy > 0 || op.Counter.InFlight() > 0 || s.Reconciles < minReconciles || s.Reconciles != last.Reconciles || requests != lastRequests {
 			last, lastRequests, since = s, requests, time.Now()
 			return false, nil
 		}
