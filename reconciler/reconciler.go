@@ -319,25 +319,25 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T]) (ctrl.Result,
 		}
 	}
 	obj := s.Object
+	// Reconciling or Stalled, and Ready when it would otherwise say True,
+	// name the step that stopped the pass.
+	msg := fmt.Sprintf("step %s: %s", stoppedBy, stopped.conditionMessage())
 	var stepErr error
 	switch stopped.kind {
 	case kindContinue:
 		conditions.Delete(obj, conditions.Reconciling)
 		conditions.Delete(obj, conditions.Stalled)
-	case kindWait:
+	case kindWait, kindError:
 		conditions.Delete(obj, conditions.Stalled)
-		if err := conditions.MarkTrue(obj, conditions.Reconciling, stopped.reason, "step %s: %s", stoppedBy, stopped.message); err != nil {
+		if err := conditions.MarkTrue(obj, conditions.Reconciling, stopped.reason, "%s", msg); err != nil {
 			return res, err
 		}
-	case kindError:
-		conditions.Delete(obj, conditions.Stalled)
-		if err := conditions.MarkTrue(obj, conditions.Reconciling, stopped.reason, "step %s: %v", stoppedBy, stopped.err); err != nil {
-			return res, err
+		if stopped.kind == kindError {
+			stepErr = fmt.Errorf("step %s: %w", stoppedBy, stopped.err)
 		}
-		stepErr = fmt.Errorf("step %s: %w", stoppedBy, stopped.err)
 	case kindTerminal:
 		conditions.Delete(obj, conditions.Reconciling)
-		if err := conditions.MarkTrue(obj, conditions.Stalled, stopped.reason, "step %s: %v", stoppedBy, stopped.err); err != nil {
+		if err := conditions.MarkTrue(obj, conditions.Stalled, stopped.reason, "%s", msg); err != nil {
 			return res, err
 		}
 		stepErr = reconcile.TerminalError(fmt.Errorf("step %s: %w", stoppedBy, stopped.err))
@@ -351,7 +351,7 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T]) (ctrl.Result,
 	// is never Ready, or `kubectl wait --for=condition=Ready` would return
 	// before this generation is rolled out.
 	if stopped.kind != kindContinue && conditions.IsTrue(obj, conditions.Ready) {
-		if err := conditions.MarkFalse(obj, conditions.Ready, stopped.reason, "step %s: %s", stoppedBy, stopped.conditionMessage()); err != nil {
+		if err := conditions.MarkFalse(obj, conditions.Ready, stopped.reason, "%s", msg); err != nil {
 			return res, err
 		}
 	}
