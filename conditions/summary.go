@@ -10,7 +10,7 @@ import (
 
 // Reasons written by [Summary.Apply] on the Ready condition.
 const (
-	// ReasonSucceeded is Ready's reason when every dependent is True (unless
+	// ReasonSucceeded is Ready's reason when there are no dependents (unless
 	// replaced with [Summary.WithTrueReason]).
 	ReasonSucceeded = "Succeeded"
 	// ReasonDependencyMissing is Ready's reason (status Unknown) when the
@@ -44,8 +44,7 @@ func NewSummary(dependents ...string) Summary {
 func (s Summary) Dependents() []string { return slices.Clone(s.dependents) }
 
 // WithTrueReason returns a copy of s that, when every dependent is True,
-// sets Ready with this reason and message instead of [ReasonSucceeded] and an
-// empty message. The reason is validated by Apply, like any other; an
+// sets Ready with this reason and message instead of the last dependent's. The reason is validated by Apply, like any other; an
 // empty reason restores the default.
 func (s Summary) WithTrueReason(reason, message string) Summary {
 	s.trueReason, s.trueMessage = reason, message
@@ -55,8 +54,11 @@ func (s Summary) WithTrueReason(reason, message string) Summary {
 // Apply sets Ready on to from the dependents and returns [Set]'s error.
 //
 // Guarantees:
-//   - All dependents True (or no dependents): Ready=True, reason
-//     [ReasonSucceeded] (or the WithTrueReason override), empty message.
+//   - All dependents True: Ready=True with the reason and message of the
+//     LAST dependent (the last fact established, for example "Available:
+//     3/3 replicas ready"), so Ready says what is ready; or the
+//     WithTrueReason override. No dependents: Ready=True, reason
+//     [ReasonSucceeded], empty message.
 //   - Otherwise Ready mirrors the FIRST dependent, in declared order, that is
 //     not True: status False if it is False, Unknown if it is Unknown;
 //     reason and message copied from it. If that dependent is absent, Ready
@@ -83,6 +85,11 @@ func (s Summary) Apply(to Setter) error {
 		ready.Reason, ready.Message = s.trueReason, s.trueMessage
 	}
 	current := to.GetConditions()
+	if n := len(s.dependents); n > 0 && s.trueReason == "" {
+		if last := meta.FindStatusCondition(current, s.dependents[n-1]); last != nil {
+			ready.Reason, ready.Message = last.Reason, last.Message
+		}
+	}
 	for _, d := range s.dependents {
 		c := meta.FindStatusCondition(current, d)
 		if c != nil && c.Status == metav1.ConditionTrue {

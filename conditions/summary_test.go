@@ -33,8 +33,9 @@ func TestSummaryApply(t *testing.T) {
 			name:     "all dependents True",
 			summary:  conditions.NewSummary("Synced", "Available"),
 			existing: []metav1.Condition{cond("Synced", T, "Applied", "x"), cond("Available", T, "Up", "y")},
-			// Nothing to report: no dependent's message leaks into Ready.
-			wantStatus: T, wantReason: conditions.ReasonSucceeded, wantMessage: "",
+			// Ready says what is ready: the last dependent, the last fact
+			// established (a rollout after the objects it rolls out).
+			wantStatus: T, wantReason: "Up", wantMessage: "y",
 		},
 		{
 			name:       "True reason and message overridden",

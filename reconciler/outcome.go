@@ -27,6 +27,9 @@ const (
 	ReasonPanic = "Panic"
 	// ReasonPaused is the reason of the Paused condition.
 	ReasonPaused = "PausedByAnnotation"
+	// ReasonInvalidStep stalls a pass whose step changed the object outside
+	// its status: a bug in the step, which no retry can fix.
+	ReasonInvalidStep = "InvalidStep"
 )
 
 // Outcome is what a step returns: whether the pass goes on, and what the

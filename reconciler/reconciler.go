@@ -247,7 +247,7 @@ func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...cl
 func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("controller", r.opts.Name)
 	ctx = logf.IntoContext(ctx, log)
-	counted := newCountingClient(r.opts.Client)
+	counted := newPassClient(r.opts.Client)
 	defer func() { mutatingRequests.WithLabelValues(r.opts.Name).Observe(float64(counted.mutations())) }()
 
 	obj := r.newObject()
@@ -292,21 +292,40 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 	}
 	conditions.Delete(obj, Paused)
 
-	res, stepErr := r.runSteps(ctx, scope)
+	res, stepErr := r.runSteps(ctx, scope, orig)
 	if err := r.finish(ctx, counted, orig, obj, stepErr); err != nil {
-		return ctrl.Result{}, errors.Join(stepErr, err)
+		// A terminal error whose Stalled condition could not be written
+		// must be retried: controller-runtime never retries a terminal
+		// error, and the condition that explains it would be lost until
+		// some unrelated event.
+		return ctrl.Result{}, errors.Join(retryable(stepErr), err)
 	}
 	return res, stepErr
 }
 
+// retryable returns err without its reconcile.TerminalError marking.
+func retryable(err error) error {
+	if err == nil || !errors.Is(err, reconcile.TerminalError(nil)) {
+		return err
+	}
+	return errors.New(err.Error())
+}
+
 // runSteps runs the steps, marks their conditions and the kstatus
 // conditions, and returns the pass's result and error.
-func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T]) (ctrl.Result, error) {
+func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], orig T) (ctrl.Result, error) {
 	var res ctrl.Result
 	var stopped Outcome
 	var stoppedBy string
 	for _, step := range r.opts.Steps {
 		out := r.runStep(ctx, step, s)
+		if path := changedOutsideStatus(orig, s.Object); path != "" {
+			// Only status is written, so the change would be dropped
+			// silently; fail loudly instead, naming the step and field.
+			restoreOutsideStatus(orig, s.Object)
+			out = Terminal(ReasonInvalidStep, fmt.Errorf("step %s changed %s; steps may change only the object's status, "+
+				"other changes are never written", step.Name, path))
+		}
 		if err := r.markStep(s.Object, step, out); err != nil {
 			return res, err
 		}
@@ -334,6 +353,9 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T]) (ctrl.Result,
 		}
 		if stopped.kind == kindError {
 			stepErr = fmt.Errorf("step %s: %w", stoppedBy, stopped.err)
+			// controller-runtime ignores a result returned with an error
+			// (and warns on every retry); the error's backoff decides.
+			res = ctrl.Result{}
 		}
 	case kindTerminal:
 		conditions.Delete(obj, conditions.Reconciling)
@@ -345,6 +367,13 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T]) (ctrl.Result,
 	}
 	if err := r.summary.Apply(obj); err != nil {
 		return res, err
+	}
+	// Ready always says what is ready: with no dependent to mirror (or one
+	// that said nothing), the pass itself is what succeeded.
+	if ready := conditions.Get(obj, conditions.Ready); ready != nil && ready.Status == metav1.ConditionTrue && ready.Message == "" {
+		if err := conditions.MarkTrue(obj, conditions.Ready, ready.Reason, "all %d steps succeeded", len(r.opts.Steps)); err != nil {
+			return res, err
+		}
 	}
 	// The steps after the one that stopped did not run, so their conditions
 	// may still say True for an older generation: a pass that did not finish
@@ -425,18 +454,24 @@ func (r *Reconciler[T]) delete(ctx context.Context, c client.Client, orig, obj T
 	}
 	// The finalizer has already told the deletion's story in events
 	// (CleanupFailed, CleanupOverdue); a Ready event would repeat it.
-	if werr := writeStatus(ctx, c, r.opts.APIReader, orig, obj); werr != nil {
+	if _, werr := writeStatus(ctx, c, r.opts.APIReader, orig, obj); werr != nil {
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
 	return ctrl.Result{RequeueAfter: res.RequeueAfter}, err
 }
 
 // finish writes status if it changed and emits transition events.
+//
+// Events are decided against the status the write replaced, not the pass's
+// starting copy: a pass that started from a stale cached copy (right after
+// our own status write) has its optimistic lock refused, re-reads, and then
+// sees that Ready already says what it computed, so it repeats no event.
 func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, orig, obj T, passErr error) error {
-	if err := writeStatus(ctx, c, r.opts.APIReader, orig, obj); err != nil {
+	replaced, err := writeStatus(ctx, c, r.opts.APIReader, orig, obj)
+	if err != nil {
 		return err
 	}
-	r.emitTransitions(orig, obj, passErr)
+	r.emitTransitions(replaced, obj, passErr)
 	return nil
 }
 

@@ -42,15 +42,31 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, testenv.Options{})) 
 type widgetStep = reconciler.Step[*testv1.Widget]
 type scope = reconciler.Scope[*testv1.Widget]
 
-// fixture is one Widget in a fresh namespace and a reconciler for it driven
-// directly (no manager), through a counting client.
+// fixture is one Widget in a fresh namespace and a reconciler for it,
+// driven directly but reading through a started manager's informer cache,
+// the client users' operators get, wrapped in a counting client. The
+// re-read after a status conflict goes through reader, counted too.
 type fixture struct {
 	t      *testing.T
 	ctx    context.Context
+	m      *testenv.Manager
 	c      *reconcilertest.Client
+	reader *reconcilertest.Client
 	r      *reconciler.Reconciler[*testv1.Widget]
+	opts   reconciler.Options[*testv1.Widget]
 	req    reconcile.Request
 	events *events.FakeRecorder
+}
+
+// useClient rebuilds the reconciler with c (counted) as its client.
+func (f *fixture) useClient(c client.Client) {
+	f.t.Helper()
+	f.c = reconcilertest.NewClient(c)
+	opts := f.opts
+	opts.Client = f.c
+	r, err := reconciler.New(nil, opts)
+	require.NoError(f.t, err)
+	f.r = r
 }
 
 func newFixture(t *testing.T, opts reconciler.Options[*testv1.Widget], mutate ...func(*testv1.Widget)) *fixture {
@@ -63,22 +79,59 @@ func newFixture(t *testing.T, opts reconciler.Options[*testv1.Widget], mutate ..
 		m(w)
 	}
 	require.NoError(t, env.Client.Create(ctx, w))
-	c := reconcilertest.NewClient(env.Client)
+	m := env.StartManager(t)
+	c := reconcilertest.NewClient(m.Client)
+	reader := reconcilertest.NewClient(env.Client)
 	rec := events.NewFakeRecorder(100)
 	if opts.Name == "" {
 		opts.Name = "widget-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	}
-	opts.Client, opts.APIReader, opts.Scheme, opts.Recorder = c, env.Client, env.Scheme, rec
+	if opts.Client == nil {
+		opts.Client = c
+	}
+	opts.APIReader, opts.Scheme, opts.Recorder = reader, env.Scheme, rec
 	r, err := reconciler.New(nil, opts)
 	require.NoError(t, err)
-	return &fixture{t: t, ctx: ctx, c: c, r: r, events: rec,
+	return &fixture{t: t, ctx: ctx, m: m, c: c, reader: reader, r: r, opts: opts, events: rec,
 		req: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "w"}}}
 }
 
+// reconcile runs one pass the way a controller would after the watch event
+// of the object's latest write: once the cache holds that write.
 func (f *fixture) reconcile() (ctrl.Result, error) {
 	f.t.Helper()
+	f.sync()
 	f.c.Reset()
+	f.reader.Reset()
 	return f.r.Reconcile(f.ctx, f.req)
+}
+
+// sync waits until the cache holds the apiserver's current Widget (or
+// knows it is gone).
+func (f *fixture) sync() {
+	f.t.Helper()
+	truth := &testv1.Widget{}
+	err := env.Client.Get(f.ctx, f.req.NamespacedName, truth)
+	gone := apierrors.IsNotFound(err)
+	if !gone {
+		require.NoError(f.t, err)
+	}
+	require.Eventually(f.t, func() bool {
+		cached := &testv1.Widget{}
+		err := f.m.Client.Get(f.ctx, f.req.NamespacedName, cached)
+		if gone {
+			return apierrors.IsNotFound(err)
+		}
+		return err == nil && cached.ResourceVersion == truth.ResourceVersion
+	}, 30*time.Second, 5*time.Millisecond, "the cache never caught up with the Widget")
+}
+
+// assertIdempotent is reconcilertest.AssertIdempotent once the cache is in
+// sync, as it is when a resync finds a converged object.
+func (f *fixture) assertIdempotent() {
+	f.t.Helper()
+	f.sync()
+	reconcilertest.AssertIdempotent(f.t, f.ctx, f.r, f.c, f.req)
 }
 
 func (f *fixture) get() *testv1.Widget {
@@ -131,7 +184,7 @@ func TestStepsRunInOrderAndReadySummarises(t *testing.T) {
 	}
 	assert.Equal(t, 1, f.c.Count(reconcilertest.Patch, "Widget"), "one status write:\n%s", f.c)
 
-	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+	f.assertIdempotent()
 }
 
 func TestWaitingStepLeavesReadyFalseWithoutError(t *testing.T) {
@@ -157,7 +210,7 @@ func TestWaitingStepLeavesReadyFalseWithoutError(t *testing.T) {
 	assert.Equal(t, `secret "db" not found`, ready.Message)
 	assert.True(t, conditions.IsTrue(w, conditions.Reconciling))
 	assert.Nil(t, conditions.Get(w, conditions.Stalled))
-	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+	f.assertIdempotent()
 }
 
 // A step without a condition that stops the pass leaves the conditions of
@@ -357,7 +410,8 @@ func TestConcurrentStatusWriterIsNotLost(t *testing.T) {
 	}})
 	_, err := f.reconcile()
 	require.NoError(t, err)
-	assert.Equal(t, 1, f.c.Count(reconcilertest.Get, "Widget"), "the conflict was resolved by re-reading:\n%s", f.c)
+	assert.Equal(t, 2, f.c.Count(reconcilertest.Patch, "Widget"), "a conflicting status write, then one on the fresh copy:\n%s", f.c)
+	assert.Equal(t, 1, f.reader.Count(reconcilertest.Get, "Widget"), "the conflict was resolved by re-reading from the apiserver:\n%s", f.reader)
 	w := f.get()
 	assert.Equal(t, "set by another writer", w.Status.Note)
 	assert.True(t, conditions.IsTrue(w, "Foreign"), "the other writer's condition survives")
@@ -467,7 +521,7 @@ func TestOwnedObjectsThroughScope(t *testing.T) {
 	assert.Equal(t, "1", cm.Data["size"])
 	require.Len(t, cm.OwnerReferences, 1)
 	assert.Equal(t, "Widget", cm.OwnerReferences[0].Kind)
-	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+	f.assertIdempotent()
 }
 
 func TestConvergesUnderInjectedFaults(t *testing.T) {
@@ -500,7 +554,7 @@ func TestConvergesUnderInjectedFaults(t *testing.T) {
 			}
 			require.True(t, converged, "did not converge under %v", fault.Err)
 			f.c.ClearFaults()
-			reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+			f.assertIdempotent()
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,28 +64,32 @@ func statusChanged(orig, obj client.Object) bool {
 // status fields that changed between orig and obj, and the conditions that
 // changed, by type — is re-applied on the fresh status; a delta that is
 // already there writes nothing.
-func writeStatus[T Object](ctx context.Context, c client.Client, reader client.Reader, orig, obj T) error {
+//
+// It returns the copy whose status the write replaced (orig, or the last
+// re-read): what the server said before this pass's write, which is what
+// transition events must be decided against.
+func writeStatus[T Object](ctx context.Context, c client.Client, reader client.Reader, orig, obj T) (T, error) {
 	want := obj.DeepCopyObject().(T)
 	base := orig
 	for attempt := 1; ; attempt++ {
 		if !statusChanged(base, obj) {
-			return nil
+			return base, nil
 		}
 		err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 		switch {
 		case err == nil:
-			return nil
+			return base, nil
 		case apierrors.IsNotFound(err):
-			return nil
+			return base, nil
 		case !apierrors.IsConflict(err) || attempt == maxStatusAttempts:
-			return fmt.Errorf("writing status of %s: %w", client.ObjectKeyFromObject(obj), err)
+			return base, fmt.Errorf("writing status of %s: %w", client.ObjectKeyFromObject(obj), err)
 		}
 		fresh := obj.DeepCopyObject().(T)
 		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil
+				return base, nil
 			}
-			return fmt.Errorf("re-reading %s after a status conflict: %w", client.ObjectKeyFromObject(obj), err)
+			return base, fmt.Errorf("re-reading %s after a status conflict: %w", client.ObjectKeyFromObject(obj), err)
 		}
 		base = fresh.DeepCopyObject().(T)
 		reapply(orig, want, fresh)
@@ -107,8 +112,11 @@ func reapply[T Object](orig, want, fresh T) {
 	for _, c := range want.GetConditions() {
 		before := meta.FindStatusCondition(orig.GetConditions(), c.Type)
 		if before == nil || !equality.Semantic.DeepEqual(*before, c) {
-			meta.RemoveStatusCondition(&conds, c.Type)
-			conds = append(conds, c)
+			// SetStatusCondition keeps fresh's lastTransitionTime when the
+			// status is the same: a pass that started from a stale copy
+			// must not move it (nor write at all, when fresh already says
+			// what this pass computed).
+			meta.SetStatusCondition(&conds, c)
 		}
 	}
 	for _, c := range orig.GetConditions() {
@@ -118,4 +126,71 @@ func reapply[T Object](orig, want, fresh T) {
 	}
 	conditions.Sort(conds)
 	fresh.SetConditions(conds)
+}
+
+// changedOutsideStatus returns the path of a field outside status (and
+// TypeMeta) where obj differs from orig, for example "spec.replicas" or
+// "metadata.labels", or "" when only status changed.
+func changedOutsideStatus(orig, obj client.Object) string {
+	a, b := reflect.ValueOf(orig).Elem(), reflect.ValueOf(obj).Elem()
+	if a.Kind() != reflect.Struct {
+		return ""
+	}
+	for i := range a.NumField() {
+		f := a.Type().Field(i)
+		if f.Name == "Status" || f.Name == "TypeMeta" {
+			continue
+		}
+		if path := firstDifference(a.Field(i), b.Field(i), jsonName(f), 1); path != "" {
+			return path
+		}
+	}
+	return ""
+}
+
+// firstDifference descends depth more struct levels to name the field that
+// differs.
+func firstDifference(a, b reflect.Value, path string, depth int) string {
+	if equality.Semantic.DeepEqual(a.Interface(), b.Interface()) {
+		return ""
+	}
+	if depth == 0 || a.Kind() != reflect.Struct {
+		return path
+	}
+	for i := range a.NumField() {
+		f := a.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name := jsonName(f)
+		if f.Anonymous {
+			name = ""
+		}
+		sub := path
+		if name != "" {
+			sub += "." + name
+		}
+		if p := firstDifference(a.Field(i), b.Field(i), sub, depth-1); p != "" {
+			return p
+		}
+	}
+	return path
+}
+
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" || name == "-" {
+		return f.Name
+	}
+	return name
+}
+
+// restoreOutsideStatus puts orig's fields, except status, back into obj.
+func restoreOutsideStatus(orig, obj client.Object) {
+	a, b := reflect.ValueOf(orig.DeepCopyObject()).Elem(), reflect.ValueOf(obj).Elem()
+	for i := range a.NumField() {
+		if a.Type().Field(i).Name != "Status" && b.Field(i).CanSet() {
+			b.Field(i).Set(a.Field(i))
+		}
+	}
 }

@@ -1,0 +1,252 @@
+package reconciler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
+	"github.com/reconcilekit/reconcilekit/reconciler"
+)
+
+// frozenCache wraps the manager's cached client so that reads of the frozen
+// objects return the copy the apiserver had when freeze was called: an
+// informer that has delivered no event since, the worst case of a lagging
+// cache, made deterministic.
+type frozenCache struct {
+	mu     sync.Mutex
+	frozen map[frozenKey]client.Object
+}
+
+type frozenKey struct {
+	typ string
+	key client.ObjectKey
+}
+
+func keyOf(o client.Object, key client.ObjectKey) frozenKey {
+	return frozenKey{typ: fmt.Sprintf("%T", o), key: key}
+}
+
+func (fc *frozenCache) freeze(t *testing.T, ctx context.Context, objs ...client.Object) {
+	t.Helper()
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.frozen == nil {
+		fc.frozen = map[frozenKey]client.Object{}
+	}
+	for _, o := range objs {
+		fresh := o.DeepCopyObject().(client.Object)
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(o), fresh))
+		fc.frozen[keyOf(o, client.ObjectKeyFromObject(o))] = fresh
+	}
+}
+
+func (fc *frozenCache) thaw() {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.frozen = nil
+}
+
+func (fc *frozenCache) client(c client.Client) client.Client {
+	return interceptor.NewClient(withWatch{c}, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			fc.mu.Lock()
+			f, ok := fc.frozen[keyOf(obj, key)]
+			fc.mu.Unlock()
+			if !ok {
+				return c.Get(ctx, key, obj, opts...)
+			}
+			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(f.DeepCopyObject()).Elem())
+			return nil
+		},
+	})
+}
+
+// TestPassReadsItsOwnWrites: a step applies an owned object; a later step
+// of the same pass reads it back through s.Client, whose cache has not seen
+// the write. It must read what was written (Get and List), not the older
+// cached copy.
+func TestPassReadsItsOwnWrites(t *testing.T) {
+	var fc frozenCache
+	var got, listed string
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+		Steps: []widgetStep{
+			{Name: "apply", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: s.Object.Namespace}, Data: map[string]string{"v": "2"}}
+				if _, err := s.Apply(ctx, cm); err != nil {
+					return reconciler.Error(err)
+				}
+				return reconciler.Continue()
+			}},
+			{Name: "read", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+				var cm corev1.ConfigMap
+				if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Object.Namespace, Name: "cfg"}, &cm); err != nil {
+					return reconciler.Error(err)
+				}
+				got = cm.Data["v"]
+				var list corev1.ConfigMapList
+				if err := s.Client.List(ctx, &list, client.InNamespace(s.Object.Namespace)); err != nil {
+					return reconciler.Error(err)
+				}
+				for _, item := range list.Items {
+					if item.Name == "cfg" {
+						listed = item.Data["v"]
+					}
+				}
+				return reconciler.Continue()
+			}},
+		},
+	})
+	// The object exists at v=1 and the cache has it; then the cache stops.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: f.req.Namespace}, Data: map[string]string{"v": "1"}}
+	require.NoError(t, env.Client.Create(f.ctx, cm))
+	fc.freeze(t, f.ctx, cm)
+	f.useClient(fc.client(f.m.Client))
+
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	assert.Equal(t, "2", got, "Get after Apply in the same pass returns the applied object")
+	assert.Equal(t, "2", listed, "List after Apply in the same pass returns the applied object")
+}
+
+// TestRolloutIsJudgedOnTheAppliedGeneration replays the Ready-before-rollout
+// race deterministically: the Deployment in the cache is the previous
+// generation, fully rolled out; the pass applies a new generation and the
+// rollout step reads the Deployment back. Ready must not be True.
+func TestRolloutIsJudgedOnTheAppliedGeneration(t *testing.T) {
+	var fc frozenCache
+	image := "example.com/app:v1"
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+		Steps: []widgetStep{
+			{Name: "deployment", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+				if _, err := s.Apply(ctx, testDeployment(s.Object, image)); err != nil {
+					return reconciler.Error(err)
+				}
+				return reconciler.Continue()
+			}},
+			{Name: "rollout", Condition: "Available", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+				var d appsv1.Deployment
+				if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &d); err != nil {
+					return reconciler.Error(err)
+				}
+				return s.Rollout(&d)
+			}},
+		},
+	})
+	f.useClient(fc.client(f.m.Client))
+
+	// Generation 1, rolled out as the Deployment controller would report.
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	d := &appsv1.Deployment{}
+	require.NoError(t, env.Client.Get(f.ctx, f.req.NamespacedName, d))
+	markRolledOut(t, f.ctx, d, nil)
+	waitForCache(t, f, d)
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	w := f.get()
+	ready := conditions.Get(w, conditions.Ready)
+	require.NotNil(t, ready)
+	require.Equal(t, metav1.ConditionTrue, ready.Status, "%+v", ready)
+	assert.Equal(t, reconciler.ReasonCurrent, ready.Reason)
+	assert.Contains(t, ready.Message, "Deployment is available")
+
+	// A new image: the cache keeps generation 1, rolled out, for the whole
+	// pass. Without read-your-writes the rollout step saw that copy and the
+	// object went Ready for generation 2 before any rollout.
+	fc.freeze(t, f.ctx, d)
+	image = "example.com/app:v2"
+	w.Spec.Size = 2
+	require.NoError(t, env.Client.Update(f.ctx, w))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	w = f.get()
+	ready = conditions.Get(w, conditions.Ready)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status, "Ready before the rollout: %+v", ready)
+	assert.Equal(t, reconciler.ReasonInProgress, ready.Reason)
+	assert.Equal(t, w.Generation, ready.ObservedGeneration)
+	assert.True(t, conditions.IsTrue(w, conditions.Reconciling))
+
+	// The Deployment controller gives up: ProgressDeadlineExceeded stalls
+	// the object instead of leaving it Reconciling forever.
+	fc.thaw()
+	require.NoError(t, env.Client.Get(f.ctx, f.req.NamespacedName, d))
+	markRolledOut(t, f.ctx, d, &appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+		Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "w-1" has timed out progressing.`})
+	waitForCache(t, f, d)
+	_, err = f.reconcile()
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, reconcile.TerminalError(nil)), "a failed rollout is not retried: %v", err)
+	w = f.get()
+	stalled := conditions.Get(w, conditions.Stalled)
+	require.NotNil(t, stalled)
+	assert.Equal(t, metav1.ConditionTrue, stalled.Status)
+	assert.Equal(t, "ProgressDeadlineExceeded", stalled.Reason)
+	assert.Contains(t, stalled.Message, "timed out progressing")
+	assert.True(t, conditions.IsFalse(w, conditions.Ready))
+}
+
+func testDeployment(w *testv1.Widget, image string) *appsv1.Deployment {
+	labels := map[string]string{"app": w.Name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: w.Namespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+			},
+		},
+	}
+}
+
+// markRolledOut writes the status the Deployment controller writes when d's
+// generation is fully rolled out, plus an optional extra condition.
+func markRolledOut(t *testing.T, ctx context.Context, d *appsv1.Deployment, extra *appsv1.DeploymentCondition) {
+	t.Helper()
+	n := *d.Spec.Replicas
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+		},
+	}
+	if extra != nil {
+		d.Status.Conditions[1] = *extra
+	}
+	require.NoError(t, env.Client.Status().Update(ctx, d))
+}
+
+// waitForCache waits until the manager's cache holds obj's resourceVersion.
+func waitForCache(t *testing.T, f *fixture, obj client.Object) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		cached := obj.DeepCopyObject().(client.Object)
+		return f.m.Client.Get(f.ctx, client.ObjectKeyFromObject(obj), cached) == nil && cached.GetResourceVersion() == obj.GetResourceVersion()
+	}, 30*time.Second, 5*time.Millisecond)
+}
+
+// withWatch adapts a manager's client (no Watch) to the interceptor.
+type withWatch struct{ client.Client }
+
+func (withWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, errors.New("no watch")
+}

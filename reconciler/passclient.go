@@ -1,0 +1,339 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// passClient is the client of one reconcile pass. It counts the pass's
+// mutating requests (for the reconcilekit_mutating_requests_per_reconcile
+// metric) and gives the pass read-your-writes: it keeps the server's answer
+// to every write the pass made, and a later read of that object in the same
+// pass returns whichever is newer, the cached copy or the written one.
+//
+// Why not controller-runtime's client.CacheOptions.EnableReadYourWritesConsistency:
+// that is a process-wide, experimental manager setting that users must opt
+// into, and it makes reads block until the informer has seen the write (a
+// watch round trip, unbounded under load). This overlay needs no
+// configuration, never waits, costs nothing on a pass that wrote nothing
+// (a converged pass), and is scoped to the pass, where the guarantee is
+// needed: across passes the informer cache is the source of truth, which is
+// safe because every write is followed by a watch event and so by another
+// pass. The two compose: with the manager option on, the cache is never
+// older and the overlay never applies.
+type passClient struct {
+	client.Client
+	n *atomic.Int64
+
+	mu      sync.Mutex
+	written map[writtenKey]map[string]any
+}
+
+type writtenKey struct {
+	gvk schema.GroupVersionKind
+	key client.ObjectKey
+}
+
+func newPassClient(c client.Client) *passClient {
+	return &passClient{Client: c, n: new(atomic.Int64)}
+}
+
+func (c *passClient) mutations() int64 { return c.n.Load() }
+
+// record remembers obj, the server's answer to a write, unless an even
+// newer copy is already known.
+func (c *passClient) record(obj runtime.Object) {
+	co, ok := obj.(client.Object)
+	if !ok || co.GetResourceVersion() == "" {
+		return
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return
+	}
+	m, err := toUnstructured(obj)
+	if err != nil {
+		return
+	}
+	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	k := writtenKey{gvk: gvk, key: client.ObjectKeyFromObject(co)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.written == nil {
+		c.written = map[writtenKey]map[string]any{}
+	}
+	if prev, ok := c.written[k]; ok && !newer(co.GetResourceVersion(), rvOf(prev)) {
+		return
+	}
+	c.written[k] = m
+}
+
+// lookup returns the written copy of key, if the pass wrote it.
+func (c *passClient) lookup(gvk schema.GroupVersionKind, key client.ObjectKey) (map[string]any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.written[writtenKey{gvk: gvk, key: key}]
+	return m, ok
+}
+
+func (c *passClient) wroteAny() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.written) > 0
+}
+
+// Get reads through the wrapped client (usually the cache) and returns the
+// pass's own written copy instead when that is newer, or when the cache does
+// not have the object yet.
+func (c *passClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if !c.wroteAny() || (err != nil && !apierrors.IsNotFound(err)) {
+		return err
+	}
+	gvk, gerr := apiutil.GVKForObject(obj, c.Scheme())
+	if gerr != nil {
+		return err
+	}
+	w, ok := c.lookup(gvk, key)
+	if !ok || (err == nil && !newer(rvOf(w), obj.GetResourceVersion())) {
+		return err
+	}
+	if cerr := fromUnstructured(w, obj); cerr != nil {
+		return fmt.Errorf("reading the object this pass wrote: %w", cerr)
+	}
+	return nil
+}
+
+// List reads through the wrapped client and, like Get, replaces items with
+// newer copies this pass wrote, and adds objects this pass created that the
+// cache does not list yet (when they match the namespace and label selector;
+// with a field selector they are not added).
+func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil || !c.wroteAny() {
+		return err
+	}
+	gvk, err := apiutil.GVKForObject(list, c.Scheme())
+	if err != nil {
+		return nil
+	}
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	seen := map[client.ObjectKey]bool{}
+	changed := false
+	for _, item := range items {
+		o, ok := item.(client.Object)
+		if !ok {
+			continue
+		}
+		key := client.ObjectKeyFromObject(o)
+		seen[key] = true
+		if w, ok := c.lookup(gvk, key); ok && newer(rvOf(w), o.GetResourceVersion()) {
+			if err := fromUnstructured(w, o); err != nil {
+				return fmt.Errorf("reading an object this pass wrote: %w", err)
+			}
+			changed = true
+		}
+	}
+	c.mu.Lock()
+	var missing []map[string]any
+	for k, w := range c.written {
+		if k.gvk != gvk || seen[k.key] || lo.FieldSelector != nil || (lo.Namespace != "" && lo.Namespace != k.key.Namespace) {
+			continue
+		}
+		u := unstructured.Unstructured{Object: w}
+		if lo.LabelSelector != nil && !lo.LabelSelector.Matches(labels.Set(u.GetLabels())) {
+			continue
+		}
+		missing = append(missing, w)
+	}
+	c.mu.Unlock()
+	for _, w := range missing {
+		o, err := newListItem(c.Scheme(), list, gvk)
+		if err != nil {
+			return nil
+		}
+		if err := fromUnstructured(w, o); err != nil {
+			return fmt.Errorf("reading an object this pass wrote: %w", err)
+		}
+		items = append(items, o)
+		changed = true
+	}
+	if changed {
+		return meta.SetList(list, items)
+	}
+	return nil
+}
+
+func (c *passClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.n.Add(1)
+	if err := c.Client.Create(ctx, obj, opts...); err != nil {
+		return err
+	}
+	c.record(obj)
+	return nil
+}
+
+func (c *passClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	c.n.Add(1)
+	if err := c.Client.Update(ctx, obj, opts...); err != nil {
+		return err
+	}
+	c.record(obj)
+	return nil
+}
+
+func (c *passClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.n.Add(1)
+	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	c.record(obj)
+	return nil
+}
+
+// Apply records the answer when obj is an unstructured apply configuration
+// (client.ApplyConfigurationFromUnstructured, what ownership.Applier sends),
+// which holds the server's answer after the call. Typed apply configurations
+// do not carry the answer, so they get no read-your-writes.
+func (c *passClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	c.n.Add(1)
+	if err := c.Client.Apply(ctx, obj, opts...); err != nil {
+		return err
+	}
+	if u, ok := obj.(runtime.Unstructured); ok {
+		if o, ok := u.(runtime.Object); ok {
+			c.record(o)
+		}
+	}
+	return nil
+}
+
+func (c *passClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	c.n.Add(1)
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+func (c *passClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	c.n.Add(1)
+	return c.Client.DeleteAllOf(ctx, obj, opts...)
+}
+
+func (c *passClient) Status() client.SubResourceWriter {
+	return &passWriter{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+func (c *passClient) SubResource(sub string) client.SubResourceClient {
+	sr := c.Client.SubResource(sub)
+	return passSubResource{SubResourceReader: sr, passWriter: &passWriter{SubResourceWriter: sr, c: c}}
+}
+
+// passWriter counts subresource writes; status writes answer with the whole
+// object, so they are recorded too.
+type passWriter struct {
+	client.SubResourceWriter
+	c *passClient
+}
+
+func (w *passWriter) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	w.c.n.Add(1)
+	return w.SubResourceWriter.Create(ctx, obj, sub, opts...)
+}
+
+func (w *passWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	w.c.n.Add(1)
+	if err := w.SubResourceWriter.Update(ctx, obj, opts...); err != nil {
+		return err
+	}
+	w.c.record(obj)
+	return nil
+}
+
+func (w *passWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	w.c.n.Add(1)
+	if err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	w.c.record(obj)
+	return nil
+}
+
+func (w *passWriter) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	w.c.n.Add(1)
+	return w.SubResourceWriter.Apply(ctx, obj, opts...)
+}
+
+// passSubResource reads through and writes like passWriter.
+type passSubResource struct {
+	client.SubResourceReader
+	*passWriter
+}
+
+// newer reports whether resourceVersion a is newer than b. Resource versions
+// are compared with apimachinery's comparison (KEP-5504: etcd-backed
+// apiservers hand out comparable integers); when either is not comparable,
+// a — the copy this pass wrote — wins, since nothing the cache held before
+// our write can be newer than the write's answer.
+func newer(a, b string) bool {
+	if b == "" {
+		return true
+	}
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	if err != nil {
+		return true
+	}
+	return cmp > 0
+}
+
+func rvOf(m map[string]any) string {
+	rv, _, _ := unstructured.NestedString(m, "metadata", "resourceVersion")
+	return rv
+}
+
+func toUnstructured(obj runtime.Object) (map[string]any, error) {
+	if u, ok := obj.(runtime.Unstructured); ok {
+		return runtime.DeepCopyJSON(u.UnstructuredContent()), nil
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+// fromUnstructured replaces obj's content with a deep copy of m.
+func fromUnstructured(m map[string]any, obj runtime.Object) error {
+	m = runtime.DeepCopyJSON(m)
+	if u, ok := obj.(runtime.Unstructured); ok {
+		u.SetUnstructuredContent(m)
+		return nil
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return fmt.Errorf("%T is not a pointer", obj)
+	}
+	v.Elem().Set(reflect.Zero(v.Elem().Type()))
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, obj)
+}
+
+func newListItem(s *runtime.Scheme, list client.ObjectList, gvk schema.GroupVersionKind) (runtime.Object, error) {
+	if _, ok := list.(runtime.Unstructured); ok {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return u, nil
+	}
+	return s.New(gvk)
+}

@@ -1,0 +1,151 @@
+package reconciler_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
+	"github.com/reconcilekit/reconcilekit/reconciler"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+)
+
+// A terminal step whose Stalled condition cannot be written must be
+// retried: controller-runtime never retries a terminal error, so the
+// condition explaining it would be lost until an unrelated event.
+func TestTerminalPassWithFailedStatusWriteIsRetried(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "validate", Condition: "SpecValid", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Terminal("InvalidSpec", errors.New("size must be even"))
+		}},
+	}})
+	f.c.Inject(reconcilertest.Fault{Verb: reconcilertest.Patch, Subresource: "status", Err: reconcilertest.ErrServer, Times: 1})
+	_, err := f.reconcile()
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, reconcile.TerminalError(nil)), "must be retried: %v", err)
+	assert.ErrorContains(t, err, "size must be even")
+	assert.ErrorContains(t, err, "writing status")
+
+	_, err = f.reconcile()
+	assert.True(t, errors.Is(err, reconcile.TerminalError(nil)), "once written, the error is terminal again: %v", err)
+	assert.True(t, conditions.IsTrue(f.get(), conditions.Stalled))
+}
+
+// An Error outcome returns no RequeueAfter from an earlier step:
+// controller-runtime ignores a result returned with an error, and warns.
+func TestErrorOutcomeReturnsNoResult(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "poll", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Continue().After(time.Minute) }},
+		{Name: "fail", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Error(errors.New("down")) }},
+	}})
+	res, err := f.reconcile()
+	require.Error(t, err)
+	assert.True(t, res.IsZero(), "result with an error: %+v", res)
+}
+
+// A step that edits spec or metadata of s.Object would see the edit dropped
+// silently (only status is written); the pass fails naming step and field.
+func TestStepChangingSpecFailsLoudly(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(*testv1.Widget)
+		path string
+	}{
+		{"spec field", func(w *testv1.Widget) { w.Spec.Size = 9 }, "spec.size"},
+		{"labels", func(w *testv1.Widget) { w.Labels = map[string]string{"x": "y"} }, "metadata.labels"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ran := false
+			f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+				{Name: "sneaky", Run: func(_ context.Context, s *scope) reconciler.Outcome {
+					tt.edit(s.Object)
+					return reconciler.Continue()
+				}},
+				{Name: "after", Run: func(context.Context, *scope) reconciler.Outcome { ran = true; return reconciler.Continue() }},
+			}})
+			_, err := f.reconcile()
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "step sneaky changed "+tt.path)
+			assert.False(t, ran, "the pass stops at the bad step")
+			w := f.get()
+			assert.Equal(t, int32(1), w.Spec.Size, "nothing outside status was written")
+			assert.Empty(t, w.Labels)
+			stalled := conditions.Get(w, conditions.Stalled)
+			require.NotNil(t, stalled)
+			assert.Equal(t, reconciler.ReasonInvalidStep, stalled.Reason)
+			assert.Contains(t, stalled.Message, tt.path)
+		})
+	}
+}
+
+// Ready=True says what is ready: the last dependent step's ContinueWith
+// reason and message, and the event says it too.
+func TestReadySaysWhatIsReady(t *testing.T) {
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "config", Condition: "Configured", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.ContinueWith("Applied", "config applied")
+		}},
+		{Name: "rollout", Condition: "Available", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.ContinueWith("ReplicasReady", "%d/%d replicas ready", 3, 3)
+		}},
+	}})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	ready := conditions.Get(f.get(), conditions.Ready)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionTrue, ready.Status)
+	assert.Equal(t, "ReplicasReady", ready.Reason)
+	assert.Equal(t, "3/3 replicas ready", ready.Message)
+	assert.Equal(t, []string{"Normal ReplicasReady Ready=True: 3/3 replicas ready"}, trimEvents(f.drainEvents()))
+
+	g := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "a", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Continue() }},
+	}})
+	_, err = g.reconcile()
+	require.NoError(t, err)
+	ready = conditions.Get(g.get(), conditions.Ready)
+	require.NotNil(t, ready)
+	assert.Equal(t, "all 1 steps succeeded", ready.Message, "no dependent: Ready still says something")
+}
+
+// A pass that starts from a stale cached copy (right after our own status
+// write, woken by another event) must not repeat the Ready event, nor move
+// lastTransitionTime.
+func TestStaleStartRepeatsNoEvent(t *testing.T) {
+	var fc frozenCache
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "a", Condition: "AReady", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.ContinueWith("Up", "up") }},
+	}})
+	f.sync()
+	// The copy before the first status write: what a lagging cache serves.
+	fc.freeze(t, f.ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.req.Namespace, Name: f.req.Name}})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.Len(t, f.drainEvents(), 1)
+	before := conditions.Get(f.get(), conditions.Ready)
+	require.NotNil(t, before)
+
+	f.useClient(fc.client(f.m.Client))
+	_, err = f.reconcile()
+	require.NoError(t, err)
+	assert.Empty(t, f.drainEvents(), "one transition, one event")
+	after := f.get()
+	assert.Equal(t, before.LastTransitionTime, conditions.Get(after, conditions.Ready).LastTransitionTime)
+	assert.Equal(t, 1, f.c.Mutations(), "the stale write is refused by its lock, and nothing else is written:\n%s", f.c)
+}
+
+func trimEvents(evs []string) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = strings.TrimSpace(e)
+	}
+	return out
+}
