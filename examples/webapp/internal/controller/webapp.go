@@ -246,30 +246,20 @@ func service(ctx context.Context, s *scope) reconciler.Outcome {
 	return reconciler.Continue()
 }
 
-// rollout reports the Deployment's progress.
+// rollout reports the Deployment's progress, judged by kstatus: Ready only
+// once the generation the deployment step applied is rolled out, Stalled
+// when the rollout exceeds its progress deadline. The Get returns that
+// generation even when the informer cache still holds the previous one:
+// the pass reads its own writes.
 func rollout(ctx context.Context, s *scope) reconciler.Outcome {
 	app := s.Object
 	var d appsv1.Deployment
 	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(app), &d); err != nil {
 		return reconciler.Error(fmt.Errorf("getting Deployment: %w", err))
 	}
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
 	app.Status.Replicas = d.Status.Replicas
 	app.Status.ReadyReplicas = d.Status.ReadyReplicas
-	switch {
-	case d.Status.ObservedGeneration < d.Generation:
-		return reconciler.Wait("RollingOut", "Waiting for the Deployment controller to observe generation %d", d.Generation)
-	case d.Status.UpdatedReplicas < want:
-		return reconciler.Wait("RollingOut", "Waiting for rollout: %d/%d replicas updated", d.Status.UpdatedReplicas, want)
-	case d.Status.Replicas > d.Status.UpdatedReplicas:
-		return reconciler.Wait("RollingOut", "Waiting for rollout: %d old replicas pending termination", d.Status.Replicas-d.Status.UpdatedReplicas)
-	case d.Status.AvailableReplicas < want || d.Status.ReadyReplicas < want:
-		return reconciler.Wait("ReplicasNotReady", "Waiting for %d/%d replicas", d.Status.ReadyReplicas, want)
-	}
-	return reconciler.ContinueWith("ReplicasReady", "%d/%d replicas ready", d.Status.ReadyReplicas, want)
+	return s.Rollout(&d)
 }
 
 // summarize derives the printer-column fields from the conditions, so they
@@ -325,10 +315,15 @@ func (r registry) set(ctx context.Context, c client.Client, key string, value *s
 			ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: RegistryName, Labels: map[string]string{labelManaged: "webapp-operator"}},
 			Data:       map[string]string{key: *value},
 		}
-		if err := c.Create(ctx, cm); err == nil || !apierrors.IsAlreadyExists(err) {
+		err := c.Create(ctx, cm)
+		if err == nil || !apierrors.IsAlreadyExists(err) {
 			return wrapRegistry(err)
 		}
-		// Created concurrently: fall through to the patch.
+		// Created concurrently by another WebApp's pass: cm is still the
+		// object we built (holding our key), so comparing against it would
+		// find nothing to write. Patch the key in unconditionally; the
+		// merge patch touches only that key.
+		cm.Data = nil
 	case err != nil:
 		return wrapRegistry(err)
 	}

@@ -46,12 +46,15 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// fixture drives the WebApp reconciler directly (no manager) through a
-// counting client, in a fresh namespace that also holds the route registry.
+// fixture drives the WebApp reconciler directly, reading through a started
+// manager's informer cache (the client the operator really gets) wrapped in
+// a counting client, in a fresh namespace that also holds the route
+// registry.
 type fixture struct {
 	t   *testing.T
 	ctx context.Context
 	ns  string
+	m   *testenv.Manager
 	c   *reconcilertest.Client
 	r   reconcile.Reconciler
 	req reconcile.Request
@@ -62,20 +65,60 @@ func newFixture(t *testing.T, spec webappv1.WebAppSpec) *fixture {
 	testenv.Require(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	c := reconcilertest.NewClient(env.Client)
-	r, err := controller.New(nil, reconciler.Options[*webappv1.WebApp]{Client: c, APIReader: env.Client, Scheme: env.Scheme}, ns)
-	require.NoError(t, err)
+	m := env.StartManager(t)
+	f := &fixture{t: t, ctx: ctx, ns: ns, m: m,
+		req: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "shop"}}}
+	f.useClient(reconcilertest.NewClient(m.Client))
 	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: spec}
 	require.NoError(t, env.Client.Create(ctx, app))
-	return &fixture{t: t, ctx: ctx, ns: ns, c: c, r: r,
-		req: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "shop"}}}
+	return f
 }
 
+// useClient rebuilds the reconciler on c.
+func (f *fixture) useClient(c *reconcilertest.Client) {
+	f.t.Helper()
+	r, err := controller.New(nil, reconciler.Options[*webappv1.WebApp]{Client: c, APIReader: f.m.APIReader, Scheme: env.Scheme}, f.ns)
+	require.NoError(f.t, err)
+	f.c, f.r = c, r
+}
+
+// reconcile runs one pass as the controller would after the watch events of
+// the latest writes: once the cache holds them.
 func (f *fixture) reconcile() {
 	f.t.Helper()
+	f.sync()
 	f.c.Reset()
 	_, err := f.r.Reconcile(f.ctx, f.req)
 	require.NoError(f.t, err)
+}
+
+// sync waits until the cache holds the apiserver's current WebApp,
+// Deployment and registry.
+func (f *fixture) sync() {
+	f.t.Helper()
+	for _, o := range []struct {
+		obj client.Object
+		key types.NamespacedName
+	}{
+		{&webappv1.WebApp{}, f.req.NamespacedName},
+		{&appsv1.Deployment{}, f.req.NamespacedName},
+		{&corev1.ConfigMap{}, types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}},
+	} {
+		truth := o.obj.DeepCopyObject().(client.Object)
+		err := env.Client.Get(f.ctx, o.key, truth)
+		gone := apierrors.IsNotFound(err)
+		if !gone {
+			require.NoError(f.t, err)
+		}
+		require.Eventually(f.t, func() bool {
+			cached := o.obj.DeepCopyObject().(client.Object)
+			err := f.m.Client.Get(f.ctx, o.key, cached)
+			if gone {
+				return apierrors.IsNotFound(err)
+			}
+			return err == nil && cached.GetResourceVersion() == truth.GetResourceVersion()
+		}, 30*time.Second, 5*time.Millisecond, "the cache never caught up with %T %s", o.obj, o.key)
+	}
 }
 
 func (f *fixture) app() *webappv1.WebApp {
@@ -97,12 +140,26 @@ func (f *fixture) deployment() *appsv1.Deployment {
 func (f *fixture) rollOut(ready int32) {
 	f.t.Helper()
 	d := f.deployment()
+	d.Status = rolledOut(d, ready)
+	require.NoError(f.t, env.Client.Status().Update(f.ctx, d))
+}
+
+// rolledOut is the status the Deployment controller reports for d's
+// generation with ready of its replicas ready.
+func rolledOut(d *appsv1.Deployment, ready int32) appsv1.DeploymentStatus {
 	want := *d.Spec.Replicas
-	d.Status = appsv1.DeploymentStatus{
+	st := appsv1.DeploymentStatus{
 		ObservedGeneration: d.Generation, Replicas: want, UpdatedReplicas: want,
 		ReadyReplicas: ready, AvailableReplicas: ready,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"},
+		},
 	}
-	require.NoError(f.t, env.Client.Status().Update(f.ctx, d))
+	if ready == want {
+		st.Conditions[1].Reason = "NewReplicaSetAvailable"
+	}
+	return st
 }
 
 func TestLifecycle(t *testing.T) {
@@ -130,7 +187,7 @@ func TestLifecycle(t *testing.T) {
 	app := f.app()
 	assert.Contains(t, app.Finalizers, controller.Finalizer)
 	assert.False(t, app.Status.Ready)
-	assert.Equal(t, "Waiting for the Deployment controller to observe generation 1", app.Status.Message)
+	assert.Equal(t, "Deployment shop: Replicas: 0/3", app.Status.Message)
 	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))
 	assert.Equal(t, "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp", app.Status.Selector)
 
@@ -143,7 +200,7 @@ func TestLifecycle(t *testing.T) {
 	f.rollOut(2)
 	f.reconcile()
 	app = f.app()
-	assert.Equal(t, "Waiting for 2/3 replicas", app.Status.Message)
+	assert.Equal(t, "Deployment shop: Available: 2/3", app.Status.Message)
 	assert.Equal(t, int32(2), app.Status.ReadyReplicas)
 	f.rollOut(3)
 	f.reconcile()
@@ -156,6 +213,7 @@ func TestLifecycle(t *testing.T) {
 	assert.Nil(t, conditions.Get(app, conditions.Reconciling))
 
 	// Converged: a pass over the unchanged WebApp writes nothing.
+	f.sync()
 	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
 
 	// Image change: the Deployment gets the new image, the WebApp goes
@@ -242,7 +300,7 @@ func TestDatabaseAppearing(t *testing.T) {
 	assert.Equal(t, []corev1.EnvVar{{Name: "DATABASE_HOST", Value: "orders-db." + ns + ".svc"}}, d.Spec.Template.Spec.Containers[0].Env)
 
 	// Play the Deployment controller; the WebApp becomes Ready.
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	d.Status = rolledOut(d, 1)
 	require.NoError(t, env.Client.Status().Update(ctx, d))
 	require.Eventually(t, func() bool {
 		require.NoError(t, env.Client.Get(ctx, key, app))
