@@ -128,12 +128,12 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 	}
 	gvk, err := apiutil.GVKForObject(list, c.Scheme())
 	if err != nil {
-		return nil
+		return fmt.Errorf("laying this pass's writes over %T: %w", list, err)
 	}
 	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
 	items, err := meta.ExtractList(list)
 	if err != nil {
-		return nil
+		return fmt.Errorf("laying this pass's writes over %T: %w", list, err)
 	}
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
 	seen := map[client.ObjectKey]bool{}
@@ -168,7 +168,7 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 	for _, w := range missing {
 		o, err := newListItem(c.Scheme(), list, gvk)
 		if err != nil {
-			return nil
+			return fmt.Errorf("laying this pass's writes over %T: %w", list, err)
 		}
 		if err := fromUnstructured(w, o); err != nil {
 			return fmt.Errorf("reading an object this pass wrote: %w", err)
