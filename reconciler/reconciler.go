@@ -202,7 +202,13 @@ type Scope[T Object] struct {
 	Object T
 	// Client counts its mutating requests into the
 	// reconcilekit_mutating_requests_per_reconcile metric. Reads may be
-	// served by the manager's cache.
+	// served by the manager's cache, with this pass's own writes laid over
+	// it: a Get or List after a write in the same pass returns the written
+	// copy when it is newer than the cached one, so a later step never
+	// judges an object by a version older than the one this pass applied.
+	// Across passes the cache is the source (every write is followed by a
+	// watch event, hence by another pass); writes through other clients
+	// and deletions are not tracked.
 	Client client.Client
 	// Recorder emits events as the controller.
 	Recorder events.EventRecorder
@@ -212,7 +218,9 @@ type Scope[T Object] struct {
 
 // Apply applies desired as an object owned (controlled) by s.Object with
 // server-side apply, writing nothing when the live object already matches.
-// See ownership.Applier.Apply.
+// On return desired holds the live object (the server's answer, or the
+// current copy when nothing was written), and later reads through
+// s.Client in this pass return it too. See ownership.Applier.Apply.
 func (s *Scope[T]) Apply(ctx context.Context, desired client.Object, opts ...ownership.Option) (ownership.Result, error) {
 	return s.applier.Apply(ctx, s.Object, desired, opts...)
 }
