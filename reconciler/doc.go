@@ -26,8 +26,12 @@
 // Everything about watching stays controller-runtime's: register the
 // Reconciler with ctrl.NewControllerManagedBy(mgr).For(...).Owns(...) as
 // usual. Owned objects are applied through [Scope.Apply] (package
-// ownership), which writes nothing when nothing changed.
+// ownership), which writes nothing when nothing changed, and judged with
+// [Scope.Rollout] (kstatus), which is Current only once the generation the
+// pass applied is rolled out. Within a pass, reads through [Scope] return
+// the pass's own writes when the informer cache is older, so a step never
+// reports Ready on a copy older than what an earlier step wrote.
 //
 // The subpackage reconcilertest holds the test kit: a request-counting,
-// fault-injecting client and AssertIdempotent.
+// fault-injecting client with a cache-lag fault, and AssertIdempotent.
 package reconciler
