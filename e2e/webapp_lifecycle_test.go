@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -127,8 +125,9 @@ func TestWebAppLifecycle(t *testing.T) {
 				oldRS[rs.UID] = true
 			}
 
-			// Every status the operator writes from now on, in order.
-			seen := watchWebApp(ctx, t, cfg, ns, sampleName, before.ResourceVersion)
+			// Every version of the WebApp and of its Deployment from now on,
+			// in the order etcd wrote them.
+			rollout := watchRollout(ctx, t, cfg, ns, sampleName)
 
 			after := patchWebApp(ctx, t, cfg, ns, sampleName, fmt.Sprintf(`{"spec":{"image":%q}}`, newImage))
 			if after.Generation <= before.Generation {
@@ -169,7 +168,7 @@ func TestWebAppLifecycle(t *testing.T) {
 			// The rollout was visible on the WebApp: at the new generation
 			// it said Reconciling (Ready not True) before it said Ready.
 			eventually(ctx, t, convergeTimeout, "the WebApp reported the rollout", func(context.Context) (bool, string, error) {
-				states := seen.states()
+				states := webAppStates(rollout.app)
 				for _, s := range states {
 					if s.observed == gen && (s.ready != "True" || s.reconciling == "True") {
 						return true, "", nil
@@ -177,7 +176,11 @@ func TestWebAppLifecycle(t *testing.T) {
 				}
 				return false, fmt.Sprintf("statuses seen: %v", states), nil
 			})
-			t.Logf("statuses written during the rollout: %v", seen.states())
+			t.Logf("statuses written during the rollout: %v", webAppStates(rollout.app))
+			// And it said Ready=True at the new generation only once the
+			// Deployment had rolled out the new image, never from a stale
+			// view of the old, rolled-out Deployment.
+			rollout.requireReadyOnlyAfterRollout(ctx, t, cfg, gen, newImage)
 			return ctx
 		}).
 		Assess("kubectl scale webapp goes through the scale subresource to the Deployment", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -343,59 +346,26 @@ func (s webAppState) String() string {
 	return fmt.Sprintf("{gen=%d observed=%d Ready=%s Reconciling=%s readyReplicas=%d}", s.generation, s.observed, s.ready, s.reconciling, s.readyReplicas)
 }
 
-type webAppWatch struct {
-	mu   sync.Mutex
-	seen []webAppState
-}
-
-func (w *webAppWatch) states() []webAppState {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]webAppState(nil), w.seen...)
-}
-
-// watchWebApp records every version of one WebApp after resourceVersion
-// until the test ends: a watch misses no write, where polling could.
-func watchWebApp(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name, resourceVersion string) *webAppWatch {
-	t.Helper()
-	c, err := client.NewWithWatch(cfg.Client().RESTConfig(), client.Options{Scheme: cfg.Client().Resources().GetScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	w, err := c.Watch(ctx, &webappv1.WebAppList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name},
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: resourceVersion}})
-	if err != nil {
-		cancel()
-		t.Fatalf("watch WebApp %s/%s: %v", ns, name, err)
-	}
-	rec := &webAppWatch{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			app, ok := ev.Object.(*webappv1.WebApp)
-			if !ok || ev.Type == watch.Error {
-				continue
-			}
-			s := webAppState{generation: app.Generation, observed: app.Status.ObservedGeneration, readyReplicas: app.Status.ReadyReplicas}
-			if c := meta.FindStatusCondition(app.Status.Conditions, conditionReady); c != nil {
-				s.ready = string(c.Status)
-			}
-			if c := meta.FindStatusCondition(app.Status.Conditions, conditionReconciling); c != nil {
-				s.reconciling = string(c.Status)
-			}
-			rec.mu.Lock()
-			rec.seen = append(rec.seen, s)
-			rec.mu.Unlock()
+// webAppStates are the statuses of a WebApp its watch delivered, in order
+// (not the version it started from).
+func webAppStates(ow *objectWatch) []webAppState {
+	events, _ := ow.snapshot()
+	var out []webAppState
+	for _, e := range events {
+		app, ok := e.obj.(*webappv1.WebApp)
+		if !ok || e.typ == eventInitial {
+			continue
 		}
-	}()
-	t.Cleanup(func() {
-		w.Stop()
-		cancel()
-		<-done
-	})
-	return rec
+		s := webAppState{generation: app.Generation, observed: app.Status.ObservedGeneration, readyReplicas: app.Status.ReadyReplicas}
+		if c := meta.FindStatusCondition(app.Status.Conditions, conditionReady); c != nil {
+			s.ready = string(c.Status)
+		}
+		if c := meta.FindStatusCondition(app.Status.Conditions, conditionReconciling); c != nil {
+			s.reconciling = string(c.Status)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // requireRegistryEntry checks the route registry ConfigMap for the key
