@@ -12,7 +12,10 @@
 // lists wholesale, so patching finalizers from a stale copy silently drops the
 // other controller's finalizer. [Ensure] and [Remove] send only the
 // finalizers list, locked to obj's resourceVersion, and re-read and retry on
-// conflict, so nothing another writer did is lost.
+// conflict, so nothing another writer did is lost. The re-read must see the
+// apiserver, not a cache that has not caught up with the write that caused
+// the conflict: pass [APIReader] (and set [Finalizer].APIReader) to
+// mgr.GetAPIReader() when the client is the manager's.
 //
 // Objects stuck in Terminating. A finalizer whose cleanup keeps failing holds
 // the object — and its namespace — in Terminating forever, and the only
@@ -31,7 +34,8 @@
 // # Use
 //
 // In Reconcile: if the object has no deletionTimestamp, call [Ensure] before
-// creating anything that needs cleanup; otherwise call [Finalizer.Finalize]
-// and stop once it reports done. Finalize sets conditions in memory only;
+// creating anything that needs cleanup, e.g.
+// finalizer.Ensure(ctx, mgr.GetClient(), obj, name, finalizer.APIReader(mgr.GetAPIReader()));
+// otherwise call [Finalizer.Finalize] and stop once it reports done. Finalize sets conditions in memory only;
 // write status afterwards as for any other pass.
 package finalizer

@@ -99,6 +99,10 @@ type Finalizer[T client.Object] struct {
 	Name string
 	// Client writes the finalizer removal.
 	Client client.Client
+	// APIReader re-reads the object when removing the finalizer meets a
+	// conflict; see [APIReader]. Set it to mgr.GetAPIReader() whenever
+	// Client reads from the manager's cache. Nil re-reads through Client.
+	APIReader client.Reader
 	// Steps run in order on every pass.
 	Steps []Step[T]
 	// Recorder receives the events; nil disables them. Use the manager's
@@ -165,7 +169,7 @@ func (f *Finalizer[T]) Finalize(ctx context.Context, obj T) (done bool, res Resu
 		}
 	}
 
-	changed, err := Remove(ctx, f.Client, obj, f.Name)
+	changed, err := Remove(ctx, f.Client, obj, f.Name, APIReader(f.APIReader))
 	if err != nil {
 		return false, Result{}, fmt.Errorf("finalizer %q: all cleanup steps succeeded: %w", f.Name, err)
 	}
@@ -226,7 +230,7 @@ func (f *Finalizer[T]) overdue(ctx context.Context, obj T, deleted time.Time, ho
 	if !f.RemoveAfterDeadline {
 		return false, nil
 	}
-	changed, err := Remove(ctx, f.Client, obj, f.Name)
+	changed, err := Remove(ctx, f.Client, obj, f.Name, APIReader(f.APIReader))
 	if err != nil {
 		return false, fmt.Errorf("finalizer %q: removing after deadline: %w", f.Name, err)
 	}

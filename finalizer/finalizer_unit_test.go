@@ -9,8 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -279,6 +281,79 @@ func TestPatchCarriesOnlyFinalizersAndLock(t *testing.T) {
 		strings.TrimPrefix(patches[0], "application/merge-patch+json "))
 	assert.JSONEq(t, `{"metadata":{"finalizers":["apps.example.com/cleanup"],"resourceVersion":"`+rv2+`"}}`,
 		strings.TrimPrefix(patches[1], "application/merge-patch+json "))
+}
+
+// TestConflictReReadsTheReader covers without a control plane what
+// TestConflictRetriesReadTheAPIReader and
+// TestConflictWithoutAReaderSendsNoDoomedPatch check against a real
+// apiserver: after a conflict, the re-read goes to the APIReader when one is
+// given, and a re-read that returns the copy that conflicted is not patched.
+func TestConflictReReadsTheReader(t *testing.T) {
+	s, err := testenv.NewScheme()
+	require.NoError(t, err)
+	ctx := context.Background()
+	server := fake.NewClientBuilder().WithScheme(s).
+		WithObjects(&testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns"}}).Build()
+	old := &testv1.Widget{}
+	require.NoError(t, server.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "w"}, old))
+	moved := old.DeepCopy()
+	moved.Spec.Color = "blue" // someone else's write, which the cache below never sees
+	require.NoError(t, server.Update(ctx, moved))
+
+	var patches, cacheGets int
+	cache := interceptor.NewClient(server, interceptor.Funcs{
+		Get: func(_ context.Context, _ client.WithWatch, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+			cacheGets++
+			old.DeepCopyInto(obj.(*testv1.Widget))
+			return nil
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			patches++
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	})
+
+	t.Run("without a reader", func(t *testing.T) {
+		patches, cacheGets = 0, 0
+		changed, err := Ensure(ctx, cache, old.DeepCopy(), ours)
+		require.Error(t, err)
+		assert.False(t, changed)
+		assert.True(t, apierrors.IsConflict(err), "%v", err)
+		assert.Equal(t, 1, patches, "no patch from the copy that conflicted")
+		assert.Equal(t, retry.DefaultRetry.Steps-1, cacheGets, "re-read on every retry")
+	})
+	t.Run("with a reader", func(t *testing.T) {
+		patches, cacheGets = 0, 0
+		obj := old.DeepCopy()
+		changed, err := Ensure(ctx, cache, obj, ours, APIReader(server))
+		require.NoError(t, err)
+		assert.True(t, changed)
+		assert.Equal(t, 2, patches)
+		assert.Zero(t, cacheGets)
+		assert.Equal(t, "blue", obj.Spec.Color, "obj holds the server's copy")
+		assert.Equal(t, []string{ours}, obj.Finalizers)
+	})
+	t.Run("a re-read older than the copy that conflicted", func(t *testing.T) {
+		mid := &testv1.Widget{}
+		require.NoError(t, server.Get(ctx, client.ObjectKeyFromObject(old), mid))
+		newer := mid.DeepCopy()
+		newer.Spec.Color = "green"
+		require.NoError(t, server.Update(ctx, newer))
+		patches, cacheGets = 0, 0
+		_, err := Ensure(ctx, cache, mid, "mid.example.com/x") // the cache returns old, older than mid
+		assert.True(t, apierrors.IsConflict(err), "%v", err)
+		assert.Equal(t, 1, patches, "no patch from a copy older than the one that conflicted")
+	})
+	t.Run("APIReader(nil) is no option", func(t *testing.T) {
+		patches, cacheGets = 0, 0
+		_, err := Remove(ctx, cache, old.DeepCopy(), other, APIReader(nil))
+		assert.NoError(t, err, "old lists no %s: nothing to do", other)
+		obj := old.DeepCopy()
+		obj.Finalizers = []string{other}
+		_, err = Remove(ctx, cache, obj, other, APIReader(nil))
+		assert.True(t, apierrors.IsConflict(err), "%v", err)
+		assert.Equal(t, retry.DefaultRetry.Steps-1, cacheGets, "re-read through the client")
+	})
 }
 
 func TestNoRequestWhenNothingChanges(t *testing.T) {

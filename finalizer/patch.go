@@ -9,11 +9,34 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
+
+// Option adjusts one [Ensure] or [Remove] call.
+type Option func(*options)
+
+type options struct {
+	reader client.Reader
+}
+
+// APIReader makes [Ensure] and [Remove] read the object through r, which
+// should read the apiserver directly (mgr.GetAPIReader()), instead of
+// through their client: after a 409 Conflict, and first when obj has no
+// resourceVersion. Pass it whenever the client reads from the manager's
+// cache (mgr.GetClient()): a cache that has not yet seen the write that
+// caused the conflict returns the very copy that conflicted, so re-reading
+// through it cannot make progress. APIReader(nil) is the same as no option.
+//
+// Without it, reads go through the client. That is right for an uncached
+// client; with a cache that trails the apiserver, see the caveat on the
+// conflict in [Ensure].
+func APIReader(r client.Reader) Option {
+	return func(o *options) { o.reader = r }
+}
 
 // Ensure adds the finalizer name to obj on the server and reports whether it
 // changed anything. Call it before creating anything that needs cleanup, so
@@ -24,8 +47,12 @@ import (
 //     obj's resourceVersion (an optimistic lock). Spec, status and other
 //     controllers' finalizers are never overwritten, even when obj is stale:
 //     a stale obj makes the server answer 409 Conflict, and Ensure re-reads
-//     the object and tries again (retry.RetryOnConflict with
-//     retry.DefaultRetry).
+//     the object — through the reader given with [APIReader], else through
+//     c — and tries again (retry.RetryOnConflict with retry.DefaultRetry).
+//   - A patch that must fail is never sent: when a re-read returns the
+//     resourceVersion that just conflicted, or an older one (a cache that has
+//     not caught up), Ensure re-reads again after the backoff instead of
+//     patching.
 //   - Nothing is added to an object that is being deleted: Ensure returns
 //     (false, nil) when obj — or the server's copy, if obj is stale — has a
 //     deletionTimestamp. Adding a finalizer then would only block a deletion
@@ -43,11 +70,16 @@ import (
 //   - Unsaved in-memory edits to obj are lost when Ensure writes or re-reads:
 //     call it before mutating obj, or persist those edits first.
 //   - A NotFound error is returned wrapped; use client.IgnoreNotFound.
-func Ensure(ctx context.Context, c client.Client, obj client.Object, name string) (changed bool, err error) {
+//   - When c reads from a cache, pass [APIReader] (mgr.GetAPIReader()).
+//     Without it, a conflict is resolved only if the cache catches up within
+//     retry.DefaultRetry's few milliseconds; otherwise Ensure returns the
+//     Conflict error (apierrors.IsConflict), having sent one patch, and the
+//     caller's requeue tries again later.
+func Ensure(ctx context.Context, c client.Client, obj client.Object, name string, opts ...Option) (changed bool, err error) {
 	if err := validateName(name, true); err != nil {
 		return false, fmt.Errorf("adding finalizer to %s: %w", describe(c, obj), err)
 	}
-	changed, err = patchFinalizers(ctx, c, obj, func(o client.Object) bool {
+	changed, err = patchFinalizers(ctx, c, obj, opts, func(o client.Object) bool {
 		if o.GetDeletionTimestamp() != nil {
 			return false
 		}
@@ -66,7 +98,8 @@ func Ensure(ctx context.Context, c client.Client, obj client.Object, name string
 // Guarantees:
 //   - The same patch and retry discipline as [Ensure]: only
 //     metadata.finalizers is written, with an optimistic lock, so spec,
-//     status and other controllers' finalizers survive even a stale obj.
+//     status and other controllers' finalizers survive even a stale obj;
+//     conflicts are re-read through the [APIReader] reader if one is given.
 //   - The object being gone (NotFound, or replaced by a new object with the
 //     same name and another UID) is not an error: its finalizer is gone too,
 //     so Remove returns (false, nil).
@@ -77,11 +110,12 @@ func Ensure(ctx context.Context, c client.Client, obj client.Object, name string
 //   - Unsaved in-memory edits to obj are lost when Remove writes or re-reads.
 //   - name only has to be a qualified name, not a domain-qualified one, so
 //     that legacy unqualified finalizers can still be cleaned up.
-func Remove(ctx context.Context, c client.Client, obj client.Object, name string) (changed bool, err error) {
+//   - When c reads from a cache, pass [APIReader], as for [Ensure].
+func Remove(ctx context.Context, c client.Client, obj client.Object, name string, opts ...Option) (changed bool, err error) {
 	if err := validateName(name, false); err != nil {
 		return false, fmt.Errorf("removing finalizer from %s: %w", describe(c, obj), err)
 	}
-	changed, err = patchFinalizers(ctx, c, obj, func(o client.Object) bool {
+	changed, err = patchFinalizers(ctx, c, obj, opts, func(o client.Object) bool {
 		return controllerutil.RemoveFinalizer(o, name)
 	})
 	switch {
@@ -96,21 +130,41 @@ func Remove(ctx context.Context, c client.Client, obj client.Object, name string
 
 // patchFinalizers applies mutate to a copy of obj and, if mutate reports a
 // change, sends the difference as a merge patch locked to obj's
-// resourceVersion. On conflict it re-reads obj and starts over.
-func patchFinalizers(ctx context.Context, c client.Client, obj client.Object, mutate func(client.Object) bool) (bool, error) {
+// resourceVersion. On conflict it re-reads obj and starts over; a re-read
+// that returns the resourceVersion that just conflicted (or an older one) is
+// stale, and is read again after the backoff rather than patched.
+func patchFinalizers(ctx context.Context, c client.Client, obj client.Object, opts []Option, mutate func(client.Object) bool) (bool, error) {
 	if c == nil {
 		return false, fmt.Errorf("client is nil")
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	reader := client.Reader(c)
+	if o.reader != nil {
+		reader = o.reader
 	}
 	uid := obj.GetUID()
 	changed := false
 	attempt := 0
+	// conflict is the last 409 and conflicted the resourceVersion it
+	// rejected; no read can make that resourceVersion current again.
+	var conflict error
+	conflicted := ""
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		attempt++
 		// An obj without a resourceVersion (built from a name) cannot lock
 		// the patch, so it is read first.
 		if attempt > 1 || obj.GetResourceVersion() == "" {
-			if err := refresh(ctx, c, obj, uid); err != nil {
+			if err := refresh(ctx, reader, obj, uid); err != nil {
 				return err
+			}
+			if conflict != nil && notNewer(obj.GetResourceVersion(), conflicted) {
+				// Still a conflict (so RetryOnConflict reads again), and
+				// the final error if the reader never catches up.
+				return fmt.Errorf("re-read resourceVersion %s after resourceVersion %s conflicted: the reader trails the apiserver (a cache? pass finalizer.APIReader): %w",
+					obj.GetResourceVersion(), conflicted, conflict)
 			}
 		}
 		modified := clone(obj)
@@ -122,6 +176,9 @@ func patchFinalizers(ctx context.Context, c client.Client, obj client.Object, mu
 		// client decodes the server's answer into modified (controller-runtime
 		// zeroes a decode target first, so nothing of the old copy survives).
 		if err := c.Patch(ctx, modified, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				conflict, conflicted = err, obj.GetResourceVersion()
+			}
 			return err
 		}
 		assign(obj, modified)
@@ -131,10 +188,17 @@ func patchFinalizers(ctx context.Context, c client.Client, obj client.Object, mu
 	return changed, err
 }
 
-// refresh replaces obj with the server's copy.
-func refresh(ctx context.Context, c client.Client, obj client.Object, uid types.UID) error {
+// notNewer reports whether a read at resourceVersion rv cannot be newer than
+// conflicted: the same version, or an older one where versions compare.
+func notNewer(rv, conflicted string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(rv, conflicted)
+	return rv == conflicted || (err == nil && cmp < 0)
+}
+
+// refresh replaces obj with the copy r reads.
+func refresh(ctx context.Context, r client.Reader, obj client.Object, uid types.UID) error {
 	fresh := clone(obj)
-	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
 		return fmt.Errorf("reading the current object: %w", err)
 	}
 	if uid != "" && fresh.GetUID() != uid {
