@@ -32,10 +32,15 @@ import (
 //     IgnoreFields are never overwritten nor counted as drift.
 //   - An object controlled by someone else is never modified or deleted.
 //
-// Caveats: reads through a cache can be stale right after our own write; the
-// next pass then re-applies an identical configuration once (the server
-// treats it as a no-op: no new resourceVersion, no watch event). An Applier
-// is safe for concurrent use if its Client is.
+// Caveats: reads through a cache can be stale right after our own write.
+// An Apply of that object before the cache has the write (a later step of
+// the same pass, or the next pass) then finds no object or the older one and
+// re-applies the identical configuration once: one apply request, which the
+// server treats as a no-op (no new resourceVersion, no watch event), reported
+// as Created (the cache had no object) or Updated, not Unchanged. Likewise a
+// Prune before the cache has seen its last deletions sends those deletes
+// again; they are answered NotFound and not reported. An Applier is safe for
+// concurrent use if its Client is.
 type Applier struct {
 	// Client reads the live objects (reads may come from the manager's
 	// cache) and writes them (writes always go to the apiserver).
@@ -52,7 +57,9 @@ type Applier struct {
 type Result string
 
 const (
-	// Created means the object did not exist and was created.
+	// Created means the object was not found, so desired was applied
+	// whole: it did not exist and was created, or — right after our own
+	// create, see the caveats on [Applier] — the cache did not have it yet.
 	Created Result = "Created"
 	// Updated means the live object had drifted (or the desired
 	// configuration changed) and was applied.
@@ -103,7 +110,9 @@ func IgnoreFields(paths ...string) Option {
 //     reference is added, other owner references are kept.
 //   - An existing object controlled by another owner (a different UID, which
 //     includes an earlier incarnation of the same owner) is not touched;
-//     Apply returns a *ForeignControllerError.
+//     Apply returns a *ForeignControllerError. (If the cache has not seen
+//     the object yet, Apply applies and the apiserver refuses the second
+//     controller reference, and with it the whole apply: an Invalid error.)
 //   - With a namespaced owner, desired must be in the owner's namespace: an
 //     empty namespace defaults to it, a different one is an error naming
 //     metadata.namespace. A cluster-scoped object cannot have a namespaced
@@ -219,7 +228,8 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object, opts 
 //     deleted (the server answers Conflict; it is skipped and re-examined on
 //     the next pass).
 //   - Objects already being deleted are skipped, so a pass with nothing to
-//     prune makes no mutating request.
+//     prune makes no mutating request (once the cache has seen the previous
+//     pass's deletions; see the caveats on [Applier]).
 //   - One failed delete does not stop the others; the errors are joined.
 //
 // Caveats: with a cluster-scoped owner the list spans all namespaces. The

@@ -3,6 +3,7 @@ package ownership_test
 import (
 	"context"
 	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -13,11 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -33,11 +37,19 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, testenv.Options{})) 
 
 const manager = "webapp-operator"
 
+// The Applier under test gets what an operator gets: the manager's client,
+// whose reads come from an informer cache that trails the apiserver.
+// env.Client (and the manager's APIReader) are the test's own: setup, other
+// writers, and assertions on the apiserver's truth. A step that an operator
+// would only take once the watch event for a write has arrived waits for
+// the cache first (waitForCache); what Apply and Prune do when the cache has
+// not caught up is asserted where it matters.
 type fixture struct {
 	ctx   context.Context
 	ns    string
 	owner *testv1.Widget
-	c     *reconcilertest.Client // counts the Applier's requests
+	m     *testenv.Manager
+	c     *reconcilertest.Client // the manager's client, counting the Applier's requests
 	a     *ownership.Applier
 }
 
@@ -47,11 +59,90 @@ func setup(t *testing.T) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	ctx = logf.IntoContext(ctx, testr.New(t))
-	f := &fixture{ctx: ctx, ns: env.Namespace(t)}
+	f := &fixture{ctx: ctx, ns: env.Namespace(t), m: env.StartManager(t)}
 	f.owner = f.widget(t, "owner")
-	f.c = reconcilertest.NewClient(env.Client)
+	f.c = reconcilertest.NewClient(f.m.Client)
 	f.a = &ownership.Applier{Client: f.c, Scheme: env.Scheme, FieldManager: manager}
 	return f
+}
+
+// empty returns a new, empty object of obj's type to read into.
+func empty(obj client.Object) client.Object {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		e := &unstructured.Unstructured{}
+		e.SetGroupVersionKind(u.GroupVersionKind())
+		return e
+	}
+	return reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+}
+
+// key is obj's key, in the test's namespace unless obj names one.
+func (f *fixture) key(obj client.Object) client.ObjectKey {
+	k := client.ObjectKeyFromObject(obj)
+	if k.Namespace == "" {
+		k.Namespace = f.ns
+	}
+	return k
+}
+
+// serverVersion is obj's resourceVersion on the apiserver, "" if it does not
+// exist.
+func (f *fixture) serverVersion(t *testing.T, obj client.Object) string {
+	t.Helper()
+	got := empty(obj)
+	err := f.m.APIReader.Get(f.ctx, f.key(obj), got)
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	require.NoError(t, err)
+	return got.GetResourceVersion()
+}
+
+// waitForCache waits until the manager's client reads each object as the
+// apiserver has it now (the same resourceVersion, or both NotFound): what a
+// pass started by the watch event for the last write sees.
+func (f *fixture) waitForCache(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		want := f.serverVersion(t, obj)
+		require.Eventually(t, func() bool {
+			got := empty(obj)
+			err := f.m.Client.Get(f.ctx, f.key(obj), got)
+			if want == "" {
+				return apierrors.IsNotFound(err)
+			}
+			return err == nil && got.GetResourceVersion() == want
+		}, 30*time.Second, 10*time.Millisecond, "the cache never reached resourceVersion %q of %T %s", want, obj, f.key(obj))
+	}
+}
+
+// waitForCacheList waits until the manager's client lists the test
+// namespace's objects of list's type as the apiserver does (the same names
+// at the same resourceVersions).
+func (f *fixture) waitForCacheList(t *testing.T, list client.ObjectList) {
+	t.Helper()
+	versions := func(r client.Reader) (map[string]string, error) {
+		l := list.DeepCopyObject().(client.ObjectList)
+		if err := r.List(f.ctx, l, client.InNamespace(f.ns)); err != nil {
+			return nil, err
+		}
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]string{}
+		for _, it := range items {
+			o := it.(client.Object)
+			out[o.GetName()] = o.GetResourceVersion()
+		}
+		return out, nil
+	}
+	want, err := versions(f.m.APIReader)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := versions(f.m.Client)
+		return err == nil && reflect.DeepEqual(got, want)
+	}, 30*time.Second, 10*time.Millisecond, "the cache never listed %v", want)
 }
 
 func (f *fixture) widget(t *testing.T, name string) *testv1.Widget {
@@ -69,12 +160,49 @@ func (f *fixture) apply(t *testing.T, desired client.Object, opts ...ownership.O
 	return res
 }
 
-// requireUnchanged applies desired and requires that nothing was written.
+// requireUnchanged waits until the cache has caught up with the apiserver's
+// copy of desired, then applies desired and requires that nothing was
+// written.
 func (f *fixture) requireUnchanged(t *testing.T, desired client.Object, opts ...ownership.Option) {
 	t.Helper()
+	f.waitForCache(t, desired)
 	f.c.Reset()
 	assert.Equal(t, ownership.Unchanged, f.apply(t, desired, opts...))
 	assert.Zero(t, f.c.Mutations(), "mutating requests: %v", f.c.MutatingRequests())
+}
+
+// applyAgainAtOnce applies desired right after our own write of it (which
+// left the object at resourceVersion written), as a later step of the same
+// pass would, when the cache may not have that write yet. As the Applier's
+// caveat says, Apply then either finds the write (Unchanged, no mutating
+// request) or re-applies the identical configuration once: exactly one
+// apply, which the server treats as a no-op (no new resourceVersion),
+// reported as Created when the cache had no object yet. The real cache may
+// take either branch, so the second is then also taken deterministically,
+// through a cache that has not seen the object.
+func (f *fixture) applyAgainAtOnce(t *testing.T, written string, desired func() client.Object, opts ...ownership.Option) {
+	t.Helper()
+	require.NotEmpty(t, written)
+	check := func(a *ownership.Applier, want ...ownership.Result) {
+		t.Helper()
+		f.c.Reset()
+		d := desired()
+		res, err := a.Apply(f.ctx, f.owner, d, opts...)
+		require.NoError(t, err)
+		t.Logf("Apply right after our write: %s, mutating requests %v", res, f.c.MutatingRequests())
+		assert.Contains(t, want, res)
+		if res == ownership.Unchanged {
+			assert.Zero(t, f.c.Mutations(), "mutating requests: %v", f.c.MutatingRequests())
+		} else {
+			gvk, err := apiutil.GVKForObject(d, env.Scheme)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"apply " + gvk.Kind}, f.c.MutatingRequests(), "one identical apply (result %s)", res)
+		}
+		assert.Equal(t, written, d.GetResourceVersion(), "desired holds the live object (result %s)", res)
+		assert.Equal(t, written, f.serverVersion(t, d), "nothing changed on the server (result %s)", res)
+	}
+	check(f.a, ownership.Unchanged, ownership.Created)
+	check(f.staleCache(map[string]client.Object{desired().GetName(): nil}, nil), ownership.Created)
 }
 
 // editAs changes obj on the server as another field manager would (kubectl
@@ -190,8 +318,13 @@ func TestSecondApplyMakesNoMutatingRequest(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := setup(t)
-			assert.Equal(t, ownership.Created, f.apply(t, tt.desired()))
+			created := tt.desired()
+			assert.Equal(t, ownership.Created, f.apply(t, created))
+			// A later step of the same pass, before the cache has the
+			// object: at most one identical apply, a no-op on the server.
+			f.applyAgainAtOnce(t, created.GetResourceVersion(), tt.desired)
 
+			// Later passes, once the watch event has reached the cache.
 			for range 2 {
 				desired := tt.desired()
 				f.requireUnchanged(t, desired)
@@ -236,6 +369,7 @@ func TestApplyRepairsDriftInOwnedFields(t *testing.T) {
 				metav1.SetMetaDataAnnotation(&live.ObjectMeta, "example.com/note", "keep me")
 				metav1.SetMetaDataLabel(&live.ObjectMeta, "team", "payments")
 			})
+			f.waitForCache(t, live) // the pass the edit's watch event starts
 
 			f.c.Reset()
 			assert.Equal(t, ownership.Updated, f.apply(t, desired()))
@@ -291,6 +425,7 @@ func TestChangedDesiredRemovesFieldsWeNoLongerWant(t *testing.T) {
 	f.apply(t, svc)
 	cm := configMap("cfg", map[string]string{"a": "1", "b": "2"})
 	f.apply(t, cm)
+	f.waitForCache(t, svc, cm) // a later pass
 
 	smaller := service(corev1.ServicePort{Name: "http", Port: 80})
 	f.c.Reset()
@@ -317,6 +452,7 @@ func TestApplyRefusesForeignController(t *testing.T) {
 	cm.Namespace = f.ns
 	cm.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(other, testv1.GroupVersion.WithKind("Widget"))}
 	require.NoError(t, env.Client.Create(f.ctx, cm))
+	f.waitForCache(t, cm) // see TestApplyFromAStaleCache for a cache without it
 
 	f.c.Reset()
 	_, err := f.a.Apply(f.ctx, f.owner, configMap("taken", map[string]string{"owner": "us"}))
@@ -349,6 +485,7 @@ func TestApplyAdoptsObjectWithoutController(t *testing.T) {
 	cm.Namespace = f.ns
 	cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "test.reconcilekit.io/v1", Kind: "Widget", Name: "other", UID: other.UID}}
 	require.NoError(t, env.Client.Create(f.ctx, cm))
+	f.waitForCache(t, cm)
 
 	assert.Equal(t, ownership.Updated, f.apply(t, configMap("orphan", map[string]string{"a": "new"})))
 	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}}
@@ -407,12 +544,14 @@ func TestPruneDeletesOnlyOwnedAndUnwanted(t *testing.T) {
 	foreign.Namespace = f.ns
 	foreign.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(other, testv1.GroupVersion.WithKind("Widget"))}
 	require.NoError(t, env.Client.Create(f.ctx, foreign))
+	f.waitForCacheList(t, &corev1.ConfigMapList{})
 
 	f.c.Reset()
 	deleted, err := f.a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{}, keep...)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"b", "c"}, deleted)
 	assert.Equal(t, 2, f.c.Count(reconcilertest.Delete, "ConfigMap"))
+	assert.Equal(t, 2, f.c.Mutations(), "%v", f.c.MutatingRequests())
 
 	var left corev1.ConfigMapList
 	require.NoError(t, env.Client.List(f.ctx, &left, client.InNamespace(f.ns)))
@@ -422,34 +561,50 @@ func TestPruneDeletesOnlyOwnedAndUnwanted(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"a", "not-ours", "theirs"}, names)
 
+	// At once, before the cache has seen the deletions, it may still list
+	// b and c: as Prune's caveat says, their deletes are then sent again,
+	// answered NotFound and not reported; nothing else is touched.
+	f.c.Reset()
+	deleted, err = f.a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{}, keep...)
+	require.NoError(t, err)
+	assert.Empty(t, deleted)
+	assert.LessOrEqual(t, f.c.Count(reconcilertest.Delete, "ConfigMap"), 2, "%v", f.c.MutatingRequests())
+	assert.Equal(t, f.c.Count(reconcilertest.Delete, "ConfigMap"), f.c.Mutations(), "%v", f.c.MutatingRequests())
+
+	// Once it has, a pass with nothing to prune writes nothing.
+	f.waitForCacheList(t, &corev1.ConfigMapList{})
 	f.c.Reset()
 	deleted, err = f.a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{}, keep...)
 	require.NoError(t, err)
 	assert.Empty(t, deleted)
 	assert.Zero(t, f.c.Mutations(), "%v", f.c.MutatingRequests())
+	require.NoError(t, env.Client.List(f.ctx, &left, client.InNamespace(f.ns)))
+	assert.Len(t, left.Items, 3)
 }
 
 // An object listed as ours, then deleted and recreated under the same name
 // before Prune's delete, must survive: the delete carries the listed UID.
 func TestPruneUIDPreconditionSparesRecreatedObject(t *testing.T) {
 	f := setup(t)
-	f.apply(t, configMap("x", map[string]string{"v": "1"}))
+	x := configMap("x", map[string]string{"v": "1"})
+	f.apply(t, x)
+	f.waitForCache(t, x) // Prune's list has x
 
-	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	require.NoError(t, err)
+	// Another writer, straight to the apiserver.
+	recreator := &ownership.Applier{Client: env.Client, Scheme: env.Scheme, FieldManager: manager}
 	var recreatedUID types.UID
-	racing := interceptor.NewClient(ww, interceptor.Funcs{
+	racing := interceptor.NewClient(f.c, interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if err := c.List(ctx, list, opts...); err != nil {
 				return err
 			}
 			// After the list, replace x with a new incarnation.
 			old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: f.ns}}
-			if err := c.Delete(ctx, old); err != nil {
+			if err := env.Client.Delete(ctx, old); err != nil {
 				return err
 			}
 			fresh := configMap("x", map[string]string{"v": "2"})
-			if _, err := f.a.Apply(ctx, f.owner, fresh); err != nil {
+			if _, err := recreator.Apply(ctx, f.owner, fresh); err != nil {
 				return err
 			}
 			recreatedUID = fresh.UID
@@ -457,9 +612,11 @@ func TestPruneUIDPreconditionSparesRecreatedObject(t *testing.T) {
 		},
 	})
 	a := &ownership.Applier{Client: racing, Scheme: env.Scheme, FieldManager: manager}
+	f.c.Reset()
 	deleted, err := a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{})
 	require.NoError(t, err)
 	assert.Empty(t, deleted)
+	assert.Equal(t, []string{"delete ConfigMap"}, f.c.MutatingRequests(), "the delete was sent, and refused")
 
 	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: f.ns}}
 	f.get(t, live)
@@ -467,10 +624,125 @@ func TestPruneUIDPreconditionSparesRecreatedObject(t *testing.T) {
 	assert.Equal(t, recreatedUID, live.UID)
 	assert.Equal(t, "2", live.Data["v"])
 
-	// Without the race, the same owned object is pruned.
+	// Without the race, once the cache has the new incarnation, the same
+	// owned object is pruned.
+	f.waitForCache(t, live)
 	deleted, err = f.a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"x"}, deleted)
 	err = env.Client.Get(f.ctx, client.ObjectKeyFromObject(live), &corev1.ConfigMap{})
 	assert.True(t, apierrors.IsNotFound(err), "got %v", err)
+}
+
+// staleCache is the Applier's client (counting into f.c) as seen through a
+// cache stuck at a snapshot: a Get of an object named in gets, in the test
+// namespace, returns its snapshot (nil: NotFound), and a List of list's type
+// returns list, when set — the deterministic form of an informer that has
+// not yet received the latest watch events.
+func (f *fixture) staleCache(gets map[string]client.Object, list client.ObjectList) *ownership.Applier {
+	c := interceptor.NewClient(f.c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			snapshot, frozen := gets[key.Name]
+			switch {
+			case !frozen || key.Namespace != f.ns:
+				return c.Get(ctx, key, obj, opts...)
+			case snapshot == nil:
+				return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+			default:
+				reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(snapshot.DeepCopyObject()).Elem())
+				return nil
+			}
+		},
+		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+			if list != nil && reflect.TypeOf(l) == reflect.TypeOf(list) {
+				reflect.ValueOf(l).Elem().Set(reflect.ValueOf(list.DeepCopyObject()).Elem())
+				return nil
+			}
+			return c.List(ctx, l, opts...)
+		},
+	})
+	return &ownership.Applier{Client: c, Scheme: env.Scheme, FieldManager: manager}
+}
+
+// TestApplyFromAStaleCache pins what the Applier does when its reads trail
+// its own writes or other writers' (see the Applier's caveats): never more
+// than one identical, no-op write, and never a write to something it must
+// not touch. (A cache without the object we just created:
+// applyAgainAtOnce, for every kind.)
+func TestApplyFromAStaleCache(t *testing.T) {
+	data := map[string]string{"color": "blue"}
+
+	t.Run("Apply: the cache has the version before our update", func(t *testing.T) {
+		f := setup(t)
+		require.Equal(t, ownership.Created, f.apply(t, configMap("cfg", map[string]string{"color": "red"})))
+		before := &corev1.ConfigMap{}
+		require.NoError(t, f.m.APIReader.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "cfg"}, before))
+		require.Equal(t, ownership.Updated, f.apply(t, configMap("cfg", data)))
+		written := f.serverVersion(t, before)
+		require.NotEqual(t, before.ResourceVersion, written)
+		a := f.staleCache(map[string]client.Object{"cfg": before}, nil)
+
+		f.c.Reset()
+		desired := configMap("cfg", data)
+		res, err := a.Apply(f.ctx, f.owner, desired)
+		require.NoError(t, err)
+		assert.Equal(t, ownership.Updated, res, "the cached copy differs")
+		assert.Equal(t, []string{"apply ConfigMap"}, f.c.MutatingRequests(), "one identical apply")
+		assert.Equal(t, written, f.serverVersion(t, desired), "a no-op on the server: no new resourceVersion")
+		assert.Equal(t, data, desired.Data)
+	})
+
+	t.Run("Apply: the cache has not seen another owner's object", func(t *testing.T) {
+		f := setup(t)
+		other := f.widget(t, "other")
+		theirs := configMap("taken", map[string]string{"owner": "other"})
+		theirs.Namespace = f.ns
+		theirs.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(other, testv1.GroupVersion.WithKind("Widget"))}
+		require.NoError(t, env.Client.Create(f.ctx, theirs))
+		a := f.staleCache(map[string]client.Object{"taken": nil}, nil)
+
+		f.c.Reset()
+		_, err := a.Apply(f.ctx, f.owner, configMap("taken", map[string]string{"owner": "us"}))
+		// Apply cannot know, so it applies; the apiserver refuses a second
+		// controller reference, and the whole apply with it.
+		require.Error(t, err)
+		assert.True(t, apierrors.IsInvalid(err), "%v", err)
+		assert.Equal(t, []string{"apply ConfigMap"}, f.c.MutatingRequests())
+		live := &corev1.ConfigMap{}
+		require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(theirs), live))
+		assert.Equal(t, theirs.ResourceVersion, live.ResourceVersion, "untouched")
+		assert.Equal(t, map[string]string{"owner": "other"}, live.Data)
+		assert.Equal(t, theirs.OwnerReferences, live.OwnerReferences)
+
+		// The next pass, from a cache that has it, refuses without writing.
+		f.waitForCache(t, theirs)
+		f.c.Reset()
+		_, err = f.a.Apply(f.ctx, f.owner, configMap("taken", map[string]string{"owner": "us"}))
+		var fce *ownership.ForeignControllerError
+		require.ErrorAs(t, err, &fce)
+		assert.Zero(t, f.c.Mutations(), "%v", f.c.MutatingRequests())
+	})
+
+	t.Run("Prune: the cache still lists what the last pass deleted", func(t *testing.T) {
+		f := setup(t)
+		keep := configMap("a", data)
+		f.apply(t, keep)
+		f.apply(t, configMap("b", data))
+		f.waitForCacheList(t, &corev1.ConfigMapList{})
+		listed := &corev1.ConfigMapList{}
+		require.NoError(t, f.m.Client.List(f.ctx, listed, client.InNamespace(f.ns)))
+		deleted, err := f.a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{}, keep)
+		require.NoError(t, err)
+		require.Equal(t, []string{"b"}, deleted)
+		a := f.staleCache(nil, listed)
+
+		f.c.Reset()
+		deleted, err = a.Prune(f.ctx, f.owner, &corev1.ConfigMapList{}, keep)
+		require.NoError(t, err)
+		assert.Empty(t, deleted, "gone already: not reported")
+		assert.Equal(t, []string{"delete ConfigMap"}, f.c.MutatingRequests(), "b's delete is sent again and answered NotFound")
+		live := &corev1.ConfigMap{}
+		require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(keep), live))
+		assert.Equal(t, keep.ResourceVersion, live.ResourceVersion, "a untouched")
+	})
 }
