@@ -146,11 +146,12 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 	r.summary = conditions.NewSummary(ready...)
 	if len(opts.Cleanup) > 0 {
 		r.finalizer = &finalizer.Finalizer[T]{
-			Name:     opts.Finalizer,
-			Client:   opts.Client,
-			Steps:    opts.Cleanup,
-			Recorder: opts.Recorder,
-			Deadline: opts.CleanupDeadline,
+			Name:      opts.Finalizer,
+			Client:    opts.Client,
+			APIReader: opts.APIReader,
+			Steps:     opts.Cleanup,
+			Recorder:  opts.Recorder,
+			Deadline:  opts.CleanupDeadline,
 		}
 	}
 	return r, nil
@@ -288,7 +289,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		return r.delete(ctx, counted, orig, obj)
 	}
 	if r.finalizer != nil {
-		changed, err := finalizer.Ensure(ctx, counted, obj, r.opts.Finalizer)
+		changed, err := finalizer.Ensure(ctx, counted, obj, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader))
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", r.opts.Finalizer, err)
 		}

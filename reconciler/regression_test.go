@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/finalizer"
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 	"github.com/reconcilekit/reconcilekit/reconciler"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
@@ -148,4 +149,31 @@ func trimEvents(evs []string) []string {
 		out[i] = strings.TrimSpace(e)
 	}
 	return out
+}
+
+// The finalizer is added by a patch locked to the copy the pass read; when
+// that copy is stale (another writer changed the object since), the retry
+// must re-read the apiserver, not the same stale cache.
+func TestFinalizerAddedFromAStaleCopy(t *testing.T) {
+	var fc frozenCache
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+		Steps:     []widgetStep{continueStep("a", "AReady", new([]string))},
+		Finalizer: "test.reconcilekit.io/cleanup",
+		Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "noop", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
+			return finalizer.Result{}, nil
+		}}},
+	})
+	f.sync()
+	fc.freeze(t, f.ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.req.Namespace, Name: f.req.Name}})
+	w := f.get()
+	w.Labels = map[string]string{"edited": "elsewhere"}
+	require.NoError(t, env.Client.Update(f.ctx, w))
+	f.useClient(fc.client(f.m.Client))
+
+	f.c.Reset()
+	_, err := f.r.Reconcile(f.ctx, f.req)
+	require.NoError(t, err)
+	w = f.get()
+	assert.Contains(t, w.Finalizers, "test.reconcilekit.io/cleanup")
+	assert.Equal(t, "elsewhere", w.Labels["edited"], "the other writer's change survives")
 }
