@@ -54,8 +54,9 @@ func TestWebAppLifecycle(t *testing.T) {
 
 			for _, c := range []struct{ typ, status, reason string }{
 				{webappv1.DatabaseReady, "True", "NotConfigured"},
-				{webappv1.Available, "True", "ReplicasReady"},
-				{conditionReady, "True", ""},
+				{webappv1.Available, "True", "Current"},
+				// Ready says what is ready: Available's reason and message.
+				{conditionReady, "True", "Current"},
 			} {
 				got := meta.FindStatusCondition(w.Status.Conditions, c.typ)
 				if got == nil || string(got.Status) != c.status || (c.reason != "" && got.Reason != c.reason) || got.ObservedGeneration != w.Generation {
@@ -68,8 +69,8 @@ func TestWebAppLifecycle(t *testing.T) {
 			if want := "app.kubernetes.io/instance=webapp-sample,app.kubernetes.io/name=webapp"; w.Status.Selector != want {
 				t.Errorf("status.selector = %q, want %q", w.Status.Selector, want)
 			}
-			if !strings.HasPrefix(w.Status.Message, "Ready: ") {
-				t.Errorf("status.message = %q, want a Ready summary", w.Status.Message)
+			if want := fmt.Sprintf("Ready: Deployment is available. Replicas: %d", sampleReplicas); w.Status.Message != want {
+				t.Errorf("status.message = %q, want %q", w.Status.Message, want)
 			}
 			if !slices.Contains(w.Finalizers, webappFinalizer) {
 				t.Errorf("finalizers %v lack %s", w.Finalizers, webappFinalizer)
