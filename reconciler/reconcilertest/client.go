@@ -113,6 +113,7 @@ type Client struct {
 	log    []Request
 	faults []*Fault
 	rand   *rand.Rand
+	lag    *lagger // nil without WithCacheLag
 }
 
 // Option configures a [Client].
@@ -161,12 +162,16 @@ func (c *Client) ClearFaults() {
 	c.faults = nil
 }
 
-// Reset forgets every count.
+// Reset forgets every count (and, with [WithCacheLag], which objects were
+// read, for [Converge]).
 func (c *Client) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.counts = map[Request]int{}
 	c.log = nil
+	if c.lag != nil {
+		c.lag.forgetReads()
+	}
 }
 
 // Count returns how many requests with this verb on this kind (any
@@ -280,11 +285,21 @@ func (c *Client) funcs() interceptor.Funcs {
 			if err := c.record(Request{Verb: Get, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
+			if c.lag != nil {
+				if handled, err := c.lag.get(ctx, cl, key, obj); handled {
+					return err
+				}
+			}
 			return cl.Get(ctx, key, obj, opts...)
 		},
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if err := c.record(Request{Verb: List, Kind: c.listKind(list)}); err != nil {
 				return err
+			}
+			if c.lag != nil {
+				if handled, err := c.lag.list(ctx, cl, list, opts...); handled {
+					return err
+				}
 			}
 			return cl.List(ctx, list, opts...)
 		},
@@ -292,37 +307,51 @@ func (c *Client) funcs() interceptor.Funcs {
 			if err := c.record(Request{Verb: Create, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
-			return cl.Create(ctx, obj, opts...)
+			return c.write(ctx, cl, obj, len((&client.CreateOptions{}).ApplyOptions(opts).DryRun) == 0, func() error {
+				return cl.Create(ctx, obj, opts...)
+			})
 		},
 		Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if err := c.record(Request{Verb: Update, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
-			return cl.Update(ctx, obj, opts...)
+			return c.write(ctx, cl, obj, len((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) == 0, func() error {
+				return cl.Update(ctx, obj, opts...)
+			})
 		},
 		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if err := c.record(Request{Verb: patchVerb(patch), Kind: c.kind(obj)}); err != nil {
 				return err
 			}
-			return cl.Patch(ctx, obj, patch, opts...)
+			return c.write(ctx, cl, obj, len((&client.PatchOptions{}).ApplyOptions(opts).DryRun) == 0, func() error {
+				return cl.Patch(ctx, obj, patch, opts...)
+			})
 		},
 		Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 			if err := c.record(Request{Verb: Apply, Kind: applyKind(obj)}); err != nil {
 				return err
 			}
-			return cl.Apply(ctx, obj, opts...)
+			return c.write(ctx, cl, obj, len((&client.ApplyOptions{}).ApplyOptions(opts).DryRun) == 0, func() error {
+				return cl.Apply(ctx, obj, opts...)
+			})
 		},
 		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			if err := c.record(Request{Verb: Delete, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
-			return cl.Delete(ctx, obj, opts...)
+			// Not recorded: the answer is not the object. The informer
+			// delivers the tombstone.
+			return c.write(ctx, cl, obj, false, func() error {
+				return cl.Delete(ctx, obj, opts...)
+			})
 		},
 		DeleteAllOf: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteAllOfOption) error {
 			if err := c.record(Request{Verb: DeleteAllOf, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
-			return cl.DeleteAllOf(ctx, obj, opts...)
+			return c.write(ctx, cl, obj, false, func() error {
+				return cl.DeleteAllOf(ctx, obj, opts...)
+			})
 		},
 		SubResourceGet: func(ctx context.Context, cl client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceGetOption) error {
 			if err := c.record(Request{Verb: Get, Kind: c.kind(obj), Subresource: sub}); err != nil {
@@ -340,21 +369,39 @@ func (c *Client) funcs() interceptor.Funcs {
 			if err := c.record(Request{Verb: Update, Kind: c.kind(obj), Subresource: sub}); err != nil {
 				return err
 			}
-			return cl.SubResource(sub).Update(ctx, obj, opts...)
+			o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts)
+			return c.write(ctx, cl, obj, len(o.DryRun) == 0 && o.SubResourceBody == nil, func() error {
+				return cl.SubResource(sub).Update(ctx, obj, opts...)
+			})
 		},
 		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			if err := c.record(Request{Verb: patchVerb(patch), Kind: c.kind(obj), Subresource: sub}); err != nil {
 				return err
 			}
-			return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts)
+			return c.write(ctx, cl, obj, len(o.DryRun) == 0 && o.SubResourceBody == nil, func() error {
+				return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			})
 		},
 		SubResourceApply: func(ctx context.Context, cl client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
 			if err := c.record(Request{Verb: Apply, Kind: applyKind(obj), Subresource: sub}); err != nil {
 				return err
 			}
-			return cl.SubResource(sub).Apply(ctx, obj, opts...)
+			o := (&client.SubResourceApplyOptions{}).ApplyOpts(opts)
+			return c.write(ctx, cl, obj, len(o.DryRun) == 0 && o.SubResourceBody == nil, func() error {
+				return cl.SubResource(sub).Apply(ctx, obj, opts...)
+			})
 		},
 	}
+}
+
+// write runs do, a write of obj; with a cache lag it registers the kind's
+// informer first and, if record, records the answer in obj.
+func (c *Client) write(ctx context.Context, cl client.Client, obj any, record bool, do func() error) error {
+	if c.lag == nil {
+		return do()
+	}
+	return c.lag.write(ctx, cl, obj, record, do)
 }
 
 // patchVerb names a server-side apply patch "apply", as the apiserver does.

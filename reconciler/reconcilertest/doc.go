@@ -9,5 +9,8 @@
 //
 // Wrap the client your reconciler uses with [NewClient], let the object
 // converge, then call [AssertIdempotent]; add a [Fault] to see the same
-// reconciler converge through conflicts and server errors.
+// reconciler converge through conflicts and server errors. [WithCacheLag]
+// makes reads trail writes as a manager's informer cache does, so that a
+// reconciler that trusts what it just wrote is caught on every run, not
+// once under load.
 package reconcilertest

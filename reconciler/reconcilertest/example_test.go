@@ -3,11 +3,13 @@ package reconcilertest_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
 )
@@ -32,4 +34,20 @@ func Example() {
 	// second create: <nil>
 	// mutating requests: 2
 	// create ConfigMap: 2
+}
+
+// Make the reconciler under test read through a cache that trails its
+// writes, on every run: here Deployments read one version behind the newest
+// (a step that applies a new generation and a later step that reads it
+// back sees the previous, rolled-out one) and every other kind a second
+// behind. mgr is a started manager, as in an envtest test; build the
+// reconciler with c as its client, then Converge and AssertIdempotent as
+// usual.
+func ExampleWithCacheLag() {
+	var mgr manager.Manager // started, e.g. on envtest
+	c := reconcilertest.NewClient(mgr.GetClient(), reconcilertest.WithCacheLag(mgr.GetCache(),
+		reconcilertest.Lag{Kind: "Deployment", Events: 1},
+		reconcilertest.Lag{Delay: time.Second},
+	))
+	_ = c
 }
