@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -74,20 +77,58 @@ func (fc *frozenCache) client(c client.Client) client.Client {
 			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(f.DeepCopyObject()).Elem())
 			return nil
 		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			items, err := meta.ExtractList(list)
+			if err != nil {
+				return err
+			}
+			lo := (&client.ListOptions{}).ApplyOptions(opts)
+			fc.mu.Lock()
+			defer fc.mu.Unlock()
+			// Frozen objects are listed as frozen, whatever the informer
+			// has seen since.
+			kept := items[:0]
+			var typ string
+			for _, item := range items {
+				o := item.(client.Object)
+				typ = fmt.Sprintf("%T", o)
+				if _, ok := fc.frozen[keyOf(o, client.ObjectKeyFromObject(o))]; !ok {
+					kept = append(kept, item)
+				}
+			}
+			if typ == "" {
+				typ = strings.TrimSuffix(fmt.Sprintf("%T", list), "List")
+			}
+			for k, f := range fc.frozen {
+				if k.typ != typ || (lo.Namespace != "" && lo.Namespace != k.key.Namespace) ||
+					(lo.LabelSelector != nil && !lo.LabelSelector.Matches(labels.Set(f.GetLabels()))) {
+					continue
+				}
+				kept = append(kept, f.DeepCopyObject())
+			}
+			items = kept
+			return meta.SetList(list, items)
+		},
 	})
 }
 
 // TestPassReadsItsOwnWrites: a step applies an owned object; a later step
 // of the same pass reads it back through s.Client, whose cache has not seen
 // the write. It must read what was written (Get and List), not the older
-// cached copy.
+// cached copy, and a List by label must not return it once the write took
+// the label away.
 func TestPassReadsItsOwnWrites(t *testing.T) {
 	var fc frozenCache
 	var got, listed string
+	var byOldLabel int
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{
 		Steps: []widgetStep{
 			{Name: "apply", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: s.Object.Namespace}, Data: map[string]string{"v": "2"}}
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: s.Object.Namespace,
+					Labels: map[string]string{"v": "2"}}, Data: map[string]string{"v": "2"}}
 				if _, err := s.Apply(ctx, cm); err != nil {
 					return reconciler.Error(err)
 				}
@@ -108,12 +149,18 @@ func TestPassReadsItsOwnWrites(t *testing.T) {
 						listed = item.Data["v"]
 					}
 				}
+				var old corev1.ConfigMapList
+				if err := s.Client.List(ctx, &old, client.InNamespace(s.Object.Namespace), client.MatchingLabels{"v": "1"}); err != nil {
+					return reconciler.Error(err)
+				}
+				byOldLabel = len(old.Items)
 				return reconciler.Continue()
 			}},
 		},
 	})
 	// The object exists at v=1 and the cache has it; then the cache stops.
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: f.req.Namespace}, Data: map[string]string{"v": "1"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: f.req.Namespace,
+		Labels: map[string]string{"v": "1"}}, Data: map[string]string{"v": "1"}}
 	require.NoError(t, env.Client.Create(f.ctx, cm))
 	fc.freeze(t, f.ctx, cm)
 	f.useClient(fc.client(f.m.Client))
@@ -122,6 +169,7 @@ func TestPassReadsItsOwnWrites(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "2", got, "Get after Apply in the same pass returns the applied object")
 	assert.Equal(t, "2", listed, "List after Apply in the same pass returns the applied object")
+	assert.Zero(t, byOldLabel, "a List by the label the write replaced does not return the object")
 }
 
 // TestRolloutIsJudgedOnTheAppliedGeneration replays the Ready-before-rollout

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,6 +62,10 @@ func (c *passClient) record(obj runtime.Object) {
 	if !ok || co.GetResourceVersion() == "" {
 		return
 	}
+	if _, partial := obj.(*metav1.PartialObjectMetadata); partial {
+		// Only metadata: laid over a full read it would blank the rest.
+		return
+	}
 	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
 	if err != nil {
 		return
@@ -88,6 +93,18 @@ func (c *passClient) lookup(gvk schema.GroupVersionKind, key client.ObjectKey) (
 	defer c.mu.Unlock()
 	m, ok := c.written[writtenKey{gvk: gvk, key: key}]
 	return m, ok
+}
+
+// forget drops key: after a deletion the written copy must not bring the
+// object back once the cache has seen it go.
+func (c *passClient) forget(obj client.Object) {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.written, writtenKey{gvk: gvk, key: client.ObjectKeyFromObject(obj)})
 }
 
 func (c *passClient) wroteAny() bool {
@@ -119,12 +136,18 @@ func (c *passClient) Get(ctx context.Context, key client.ObjectKey, obj client.O
 }
 
 // List reads through the wrapped client and, like Get, replaces items with
-// newer copies this pass wrote, and adds objects this pass created that the
-// cache does not list yet (when they match the namespace and label selector;
-// with a field selector they are not added).
+// newer copies this pass wrote, and adds objects this pass wrote that the
+// cache does not list yet, as long as they match the namespace and label
+// selector (an item whose newer copy no longer matches is dropped). A List
+// with a field selector or a page (Limit, Continue), which the overlay
+// cannot evaluate, is left as the cache answered it.
 func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if err := c.Client.List(ctx, list, opts...); err != nil || !c.wroteAny() {
 		return err
+	}
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	if (lo.FieldSelector != nil && !lo.FieldSelector.Empty()) || lo.Limit > 0 || lo.Continue != "" {
+		return nil
 	}
 	gvk, err := apiutil.GVKForObject(list, c.Scheme())
 	if err != nil {
@@ -135,31 +158,37 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 	if err != nil {
 		return fmt.Errorf("laying this pass's writes over %T: %w", list, err)
 	}
-	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	matches := func(w map[string]any) bool {
+		u := unstructured.Unstructured{Object: w}
+		return lo.LabelSelector == nil || lo.LabelSelector.Matches(labels.Set(u.GetLabels()))
+	}
 	seen := map[client.ObjectKey]bool{}
 	changed := false
+	kept := items[:0:0]
 	for _, item := range items {
 		o, ok := item.(client.Object)
 		if !ok {
+			kept = append(kept, item)
 			continue
 		}
 		key := client.ObjectKeyFromObject(o)
 		seen[key] = true
 		if w, ok := c.lookup(gvk, key); ok && newer(rvOf(w), o.GetResourceVersion()) {
+			changed = true
+			if !matches(w) {
+				continue
+			}
 			if err := fromUnstructured(w, o); err != nil {
 				return fmt.Errorf("reading an object this pass wrote: %w", err)
 			}
-			changed = true
 		}
+		kept = append(kept, item)
 	}
+	items = kept
 	c.mu.Lock()
 	var missing []map[string]any
 	for k, w := range c.written {
-		if k.gvk != gvk || seen[k.key] || lo.FieldSelector != nil || (lo.Namespace != "" && lo.Namespace != k.key.Namespace) {
-			continue
-		}
-		u := unstructured.Unstructured{Object: w}
-		if lo.LabelSelector != nil && !lo.LabelSelector.Matches(labels.Set(u.GetLabels())) {
+		if k.gvk != gvk || seen[k.key] || (lo.Namespace != "" && lo.Namespace != k.key.Namespace) || !matches(w) {
 			continue
 		}
 		missing = append(missing, w)
@@ -182,12 +211,17 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 	return nil
 }
 
+// Writes are recorded unless they are dry runs, whose answer was never
+// stored.
+
 func (c *passClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	c.n.Add(1)
 	if err := c.Client.Create(ctx, obj, opts...); err != nil {
 		return err
 	}
-	c.record(obj)
+	if len((&client.CreateOptions{}).ApplyOptions(opts).DryRun) == 0 {
+		c.record(obj)
+	}
 	return nil
 }
 
@@ -196,7 +230,9 @@ func (c *passClient) Update(ctx context.Context, obj client.Object, opts ...clie
 	if err := c.Client.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	c.record(obj)
+	if len((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) == 0 {
+		c.record(obj)
+	}
 	return nil
 }
 
@@ -205,7 +241,9 @@ func (c *passClient) Patch(ctx context.Context, obj client.Object, patch client.
 	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
-	c.record(obj)
+	if len((&client.PatchOptions{}).ApplyOptions(opts).DryRun) == 0 {
+		c.record(obj)
+	}
 	return nil
 }
 
@@ -218,6 +256,9 @@ func (c *passClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, 
 	if err := c.Client.Apply(ctx, obj, opts...); err != nil {
 		return err
 	}
+	if len((&client.ApplyOptions{}).ApplyOptions(opts).DryRun) > 0 {
+		return nil
+	}
 	if u, ok := obj.(runtime.Unstructured); ok {
 		if o, ok := u.(runtime.Object); ok {
 			c.record(o)
@@ -228,7 +269,11 @@ func (c *passClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, 
 
 func (c *passClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	c.n.Add(1)
-	return c.Client.Delete(ctx, obj, opts...)
+	if err := c.Client.Delete(ctx, obj, opts...); err != nil {
+		return err
+	}
+	c.forget(obj)
+	return nil
 }
 
 func (c *passClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
@@ -262,7 +307,9 @@ func (w *passWriter) Update(ctx context.Context, obj client.Object, opts ...clie
 	if err := w.SubResourceWriter.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	w.c.record(obj)
+	if o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts); len(o.DryRun) == 0 && o.SubResourceBody == nil {
+		w.c.record(obj)
+	}
 	return nil
 }
 
@@ -271,7 +318,9 @@ func (w *passWriter) Patch(ctx context.Context, obj client.Object, patch client.
 	if err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
-	w.c.record(obj)
+	if o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts); len(o.DryRun) == 0 && o.SubResourceBody == nil {
+		w.c.record(obj)
+	}
 	return nil
 }
 
@@ -330,10 +379,15 @@ func fromUnstructured(m map[string]any, obj runtime.Object) error {
 }
 
 func newListItem(s *runtime.Scheme, list client.ObjectList, gvk schema.GroupVersionKind) (runtime.Object, error) {
-	if _, ok := list.(runtime.Unstructured); ok {
+	switch list.(type) {
+	case runtime.Unstructured:
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		return u, nil
+	case *metav1.PartialObjectMetadataList:
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		return m, nil
 	}
 	return s.New(gvk)
 }

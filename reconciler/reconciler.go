@@ -52,8 +52,9 @@ type Step[T Object] struct {
 	// otherwise.
 	Condition string
 	// Run does the step's work on s.Object, a private deep copy. It may
-	// change s.Object's status (but not spec or metadata: those changes are
-	// not written). It must be idempotent: it runs on every pass.
+	// change s.Object's status only: a change to spec or metadata (which
+	// would never be written) stalls the pass with ReasonInvalidStep. It
+	// must be idempotent: it runs on every pass.
 	Run func(ctx context.Context, s *Scope[T]) Outcome
 }
 
@@ -293,10 +294,16 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", r.opts.Finalizer, err)
 		}
-		if changed {
-			// obj is now the server's answer; nothing of this pass has
-			// touched it yet, so it is the new baseline for the status diff.
+		if changed || obj.GetResourceVersion() != orig.GetResourceVersion() {
+			// obj is now the server's answer (a write, or the re-read
+			// after a conflict with a stale cached copy); nothing of this
+			// pass has touched it yet, so it is the new baseline.
 			orig = obj.DeepCopyObject().(T)
+		}
+		if !obj.GetDeletionTimestamp().IsZero() {
+			// The re-read showed a deletion the cached copy did not.
+			conditions.Delete(obj, Paused)
+			return r.delete(ctx, counted, orig, obj)
 		}
 	}
 	conditions.Delete(obj, Paused)
@@ -312,10 +319,15 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 	return res, stepErr
 }
 
-// retryable returns err without its reconcile.TerminalError marking.
+// retryable returns err without its reconcile.TerminalError marking (the
+// step's error that TerminalError wraps, so errors.Is and errors.As still
+// reach its cause).
 func retryable(err error) error {
 	if err == nil || !errors.Is(err, reconcile.TerminalError(nil)) {
 		return err
+	}
+	if inner := errors.Unwrap(err); inner != nil {
+		return inner
 	}
 	return errors.New(err.Error())
 }
@@ -328,10 +340,15 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], orig T) (ctrl
 	var stoppedBy string
 	for _, step := range r.opts.Steps {
 		out := r.runStep(ctx, step, s)
-		if path := changedOutsideStatus(orig, s.Object); path != "" {
+		if s.Object.GetResourceVersion() != orig.GetResourceVersion() {
+			// The step wrote the object itself through the API (another
+			// finalizer, an annotation) and s.Object holds the server's
+			// answer: that is stored, so it is the new baseline.
+			copyOutsideStatus(s.Object, orig)
+		} else if path := changedOutsideStatus(orig, s.Object); path != "" {
 			// Only status is written, so the change would be dropped
 			// silently; fail loudly instead, naming the step and field.
-			restoreOutsideStatus(orig, s.Object)
+			copyOutsideStatus(orig, s.Object)
 			out = Terminal(ReasonInvalidStep, fmt.Errorf("step %s changed %s; steps may change only the object's status, "+
 				"other changes are never written", step.Name, path))
 		}

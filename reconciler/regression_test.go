@@ -177,3 +177,41 @@ func TestFinalizerAddedFromAStaleCopy(t *testing.T) {
 	assert.Contains(t, w.Finalizers, "test.reconcilekit.io/cleanup")
 	assert.Equal(t, "elsewhere", w.Labels["edited"], "the other writer's change survives")
 }
+
+// A pass that starts from a cached copy older than the previous pass's
+// finalizer write re-reads the object when its finalizer patch conflicts;
+// that fresher copy is the pass's baseline, not a change made by a step.
+// And a step that writes its own object through s.Client (another
+// finalizer) changed what is stored, which is not a step bug either.
+func TestStaleFinalizerPassDoesNotStall(t *testing.T) {
+	var fc frozenCache
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+		Steps: []widgetStep{{Name: "own-finalizer", Condition: "Extra", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+			if _, err := finalizer.Ensure(ctx, s.Client, s.Object, "test.reconcilekit.io/extra"); err != nil {
+				return reconciler.Error(err)
+			}
+			return reconciler.Continue()
+		}}},
+		Finalizer: "test.reconcilekit.io/cleanup",
+		Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "noop", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
+			return finalizer.Result{}, nil
+		}}},
+	})
+	f.sync()
+	// The copy before the first pass: no finalizer, no status.
+	fc.freeze(t, f.ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.req.Namespace, Name: f.req.Name}})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.True(t, conditions.IsTrue(f.get(), conditions.Ready))
+	f.drainEvents()
+
+	f.useClient(fc.client(f.m.Client))
+	f.c.Reset()
+	_, err = f.r.Reconcile(f.ctx, f.req)
+	require.NoError(t, err)
+	w := f.get()
+	assert.Nil(t, conditions.Get(w, conditions.Stalled), "no InvalidStep from a stale start")
+	assert.True(t, conditions.IsTrue(w, conditions.Ready))
+	assert.Subset(t, w.Finalizers, []string{"test.reconcilekit.io/cleanup", "test.reconcilekit.io/extra"})
+	assert.Empty(t, f.drainEvents())
+}

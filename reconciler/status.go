@@ -112,6 +112,11 @@ func reapply[T Object](orig, want, fresh T) {
 	for _, c := range want.GetConditions() {
 		before := meta.FindStatusCondition(orig.GetConditions(), c.Type)
 		if before == nil || !equality.Semantic.DeepEqual(*before, c) {
+			if f := meta.FindStatusCondition(conds, c.Type); f != nil && f.Status != c.Status {
+				// A flip relative to the fresh copy happens now, not when
+				// it happened relative to the stale one.
+				c.LastTransitionTime = metav1.Now()
+			}
 			// SetStatusCondition keeps fresh's lastTransitionTime when the
 			// status is the same: a pass that started from a stale copy
 			// must not move it (nor write at all, when fresh already says
@@ -138,7 +143,7 @@ func changedOutsideStatus(orig, obj client.Object) string {
 	}
 	for i := range a.NumField() {
 		f := a.Type().Field(i)
-		if f.Name == "Status" || f.Name == "TypeMeta" {
+		if !serialised(f) || f.Name == "Status" || f.Name == "TypeMeta" {
 			continue
 		}
 		if path := firstDifference(a.Field(i), b.Field(i), jsonName(f), 1); path != "" {
@@ -159,7 +164,7 @@ func firstDifference(a, b reflect.Value, path string, depth int) string {
 	}
 	for i := range a.NumField() {
 		f := a.Type().Field(i)
-		if !f.IsExported() {
+		if !serialised(f) {
 			continue
 		}
 		name := jsonName(f)
@@ -177,6 +182,12 @@ func firstDifference(a, b reflect.Value, path string, depth int) string {
 	return path
 }
 
+// serialised reports whether f is part of the object's JSON, the only
+// fields a write could carry.
+func serialised(f reflect.StructField) bool {
+	return f.IsExported() && f.Tag.Get("json") != "-"
+}
+
 func jsonName(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 	if name == "" || name == "-" {
@@ -185,11 +196,11 @@ func jsonName(f reflect.StructField) string {
 	return name
 }
 
-// restoreOutsideStatus puts orig's fields, except status, back into obj.
-func restoreOutsideStatus(orig, obj client.Object) {
-	a, b := reflect.ValueOf(orig.DeepCopyObject()).Elem(), reflect.ValueOf(obj).Elem()
+// copyOutsideStatus copies from's serialised fields, except status, into to.
+func copyOutsideStatus(from, to client.Object) {
+	a, b := reflect.ValueOf(from.DeepCopyObject()).Elem(), reflect.ValueOf(to).Elem()
 	for i := range a.NumField() {
-		if a.Type().Field(i).Name != "Status" && b.Field(i).CanSet() {
+		if f := a.Type().Field(i); serialised(f) && f.Name != "Status" && b.Field(i).CanSet() {
 			b.Field(i).Set(a.Field(i))
 		}
 	}
