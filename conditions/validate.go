@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/reconcilekit/reconcilekit/internal/text"
 )
 
 const (
@@ -111,14 +113,7 @@ func normalizeMessage(m string) string {
 	if !utf8.ValidString(m) {
 		m = replaceInvalidUTF8(m)
 	}
-	if len(m) <= maxMessageLength {
-		return m
-	}
-	cut := maxMessageLength - len(truncationMarker)
-	for cut > 0 && !utf8.RuneStart(m[cut]) {
-		cut--
-	}
-	return m[:cut] + truncationMarker
+	return text.Truncate(m, maxMessageLength, truncationMarker)
 }
 
 // replaceInvalidUTF8 replaces every byte that does not start a valid UTF-8

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/internal/text"
 )
 
 // Event reasons emitted by [Finalizer.Finalize]. ReasonCleanupFailed is also
@@ -274,16 +274,5 @@ func (f *Finalizer[T]) validate() error {
 	return nil
 }
 
-// truncate shortens s to at most n bytes without splitting a UTF-8 sequence,
-// marking the cut with an ellipsis.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const ellipsis = "…"
-	cut := n - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
-}
+// truncate shortens an event note to n bytes on a rune boundary.
+func truncate(s string, n int) string { return text.Truncate(s, n, "…") }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 	"github.com/reconcilekit/reconcilekit/finalizer"
+	"github.com/reconcilekit/reconcilekit/internal/text"
 	"github.com/reconcilekit/reconcilekit/ownership"
 )
 
@@ -501,6 +502,9 @@ func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, orig, obj T
 	return nil
 }
 
+// eventNoteLimit is the longest note events.k8s.io/v1 accepts.
+const eventNoteLimit = 1024
+
 // emitTransitions emits at most one event per pass, about Ready, the
 // condition a human watching `kubectl get events` cares about: when Ready
 // appears or its status flips (Normal, or Warning when the pass failed or
@@ -535,12 +539,5 @@ func (r *Reconciler[T]) emitTransitions(orig, obj T, passErr error) {
 	if ready.Message != "" {
 		note += ": " + ready.Message
 	}
-	r.opts.Recorder.Eventf(obj, nil, eventType, ready.Reason, "Reconcile", "%s", truncate(note, 1000))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
+	r.opts.Recorder.Eventf(obj, nil, eventType, ready.Reason, "Reconcile", "%s", text.Truncate(note, eventNoteLimit, "…"))
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -214,4 +215,27 @@ func TestStaleFinalizerPassDoesNotStall(t *testing.T) {
 	assert.True(t, conditions.IsTrue(w, conditions.Ready))
 	assert.Subset(t, w.Finalizers, []string{"test.reconcilekit.io/cleanup", "test.reconcilekit.io/extra"})
 	assert.Empty(t, f.drainEvents())
+}
+
+// A long Ready message is cut for the event note on a rune boundary: a note
+// cut inside a multi-byte character is not valid UTF-8.
+func TestEventNoteCutOnARuneBoundary(t *testing.T) {
+	// Two prefixes of different parity: one of them puts any fixed byte
+	// limit inside a two-byte "é".
+	for _, prefix := range []string{"x", "xy"} {
+		t.Run(prefix, func(t *testing.T) {
+			msg := prefix + strings.Repeat("é", 600) // over 1200 bytes
+			f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+				{Name: "wait", Condition: "Waited", Run: func(context.Context, *scope) reconciler.Outcome {
+					return reconciler.Wait("Waiting", "%s", msg)
+				}},
+			}})
+			_, err := f.reconcile()
+			require.NoError(t, err)
+			evs := f.drainEvents()
+			require.Len(t, evs, 1)
+			assert.True(t, utf8.ValidString(evs[0]), "event note is valid UTF-8")
+			assert.Contains(t, evs[0], "…")
+		})
+	}
 }
