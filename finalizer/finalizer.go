@@ -147,7 +147,7 @@ type Finalizer[T client.Object] struct {
 //   - Calling it for an object without a deletionTimestamp is a programming
 //     error and returns an error without running any step.
 func (f *Finalizer[T]) Finalize(ctx context.Context, obj T) (done bool, res Result, err error) {
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		return false, Result{}, err
 	}
 	deleted := obj.GetDeletionTimestamp()
@@ -251,8 +251,11 @@ func (f *Finalizer[T]) event(obj T, eventType, reason, action, note string) {
 	f.Recorder.Eventf(obj, nil, eventType, reason, action, "%s", truncate(note, noteLimit))
 }
 
-// validate reports configuration errors, naming the field.
-func (f *Finalizer[T]) validate() error {
+// Validate reports configuration errors, naming the field: an invalid or
+// unqualified Name, a nil Client, a step without a name, with a duplicate
+// name or without Run. Finalize calls it on every pass; call it where the
+// Finalizer is built to fail at start-up instead.
+func (f *Finalizer[T]) Validate() error {
 	if err := validateName(f.Name, true); err != nil {
 		return fmt.Errorf("finalizer: Name: %w", err)
 	}

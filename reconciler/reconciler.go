@@ -146,6 +146,9 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 		}
 	}
 	r.summary = conditions.NewSummary(ready...)
+	if err := validateReady(opts, ready); err != nil {
+		return nil, err
+	}
 	if len(opts.Cleanup) > 0 {
 		r.finalizer = &finalizer.Finalizer[T]{
 			Name:      opts.Finalizer,
@@ -155,8 +158,38 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 			Recorder:  opts.Recorder,
 			Deadline:  opts.CleanupDeadline,
 		}
+		if err := r.finalizer.Validate(); err != nil {
+			return nil, fmt.Errorf("reconciler: Options.Finalizer, Options.Cleanup: %w", err)
+		}
 	}
 	return r, nil
+}
+
+// validateReady checks the conditions at New rather than on every pass:
+// each condition has one owning step, and Ready depends only on conditions
+// a step owns (anything else would never be set, so Ready would never be
+// True) and never on itself or the kstatus conditions.
+func validateReady[T Object](opts Options[T], ready []string) error {
+	var errs []error
+	owner := map[string]string{}
+	for i, s := range opts.Steps {
+		if s.Condition == "" {
+			continue
+		}
+		if prev, dup := owner[s.Condition]; dup {
+			errs = append(errs, fmt.Errorf("reconciler: Options.Steps[%d].Condition %q is already owned by step %q", i, s.Condition, prev))
+		}
+		owner[s.Condition] = s.Name
+	}
+	for i, c := range ready {
+		switch {
+		case c == conditions.Ready || c == conditions.Reconciling || c == conditions.Stalled:
+			errs = append(errs, fmt.Errorf("reconciler: Options.Ready[%d]: %q cannot be a dependent of Ready", i, c))
+		case owner[c] == "":
+			errs = append(errs, fmt.Errorf("reconciler: Options.Ready[%d]: no step owns condition %q", i, c))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func validate[T Object](opts Options[T]) error {
