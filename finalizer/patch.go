@@ -235,6 +235,12 @@ func isRecreated(err error) bool {
 	return errors.As(err, &r)
 }
 
+// ValidateName reports whether name can be added by [Ensure]: a qualified
+// name with a domain prefix, such as "apps.example.com/cleanup". Call it
+// where the name is configured to fail at start-up instead of on every
+// Ensure.
+func ValidateName(name string) error { return validateName(name, true) }
+
 // validateName checks a finalizer name the way the API server does
 // (a qualified name) and, when qualified is set, also demands a domain prefix.
 func validateName(name string, qualified bool) error {

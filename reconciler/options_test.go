@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/reconcilekit/reconcilekit/finalizer"
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler"
@@ -20,8 +19,8 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 	require.NoError(t, err)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	run := func(context.Context, *scope) reconciler.Outcome { return reconciler.Continue() }
-	noop := []finalizer.Step[*testv1.Widget]{{Name: "noop", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
-		return finalizer.Result{}, nil
+	noop := []widgetStep{{Name: "noop", Run: func(context.Context, *scope) reconciler.Outcome {
+		return reconciler.Continue()
 	}}}
 	for _, tt := range []struct {
 		name string
@@ -39,7 +38,7 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		}, `Options.Steps[1].Condition "A" is already owned by step "a"`},
 		{"unqualified finalizer name", reconciler.Options[*testv1.Widget]{
 			Steps: []widgetStep{{Name: "a", Run: run}}, Finalizer: "cleanup", Cleanup: noop,
-		}, `Options.Finalizer, Options.Cleanup: finalizer: Name: invalid finalizer name "cleanup"`},
+		}, `Options.Finalizer: invalid finalizer name "cleanup"`},
 		{"invalid finalizer name", reconciler.Options[*testv1.Widget]{
 			Steps: []widgetStep{{Name: "a", Run: run}}, Finalizer: "example.com/clean up", Cleanup: noop,
 		}, `invalid finalizer name "example.com/clean up"`},

@@ -76,13 +76,23 @@ type Options[T Object] struct {
 	// "apps.example.com/cleanup"). Required when Cleanup is set; ignored
 	// otherwise.
 	Finalizer string
-	// Cleanup steps run, in order, when the object is being deleted; the
-	// finalizer is removed once all of them succeed. See the finalizer
-	// package for the guarantees.
-	Cleanup []finalizer.Step[T]
-	// CleanupDeadline, if set, makes stuck cleanup warn on every pass once
-	// the object has been deleting for this long.
+	// Cleanup steps run, in order, when the object is being deleted, with
+	// the same Scope, counted client, logging, metrics and panic handling as
+	// Steps; the finalizer is removed once all of them continue in one
+	// pass. They own no condition (Condition must be empty): while cleanup
+	// is stopped, Ready=False says why. Each must be idempotent: every pass
+	// starts again from the first, also after a crash between a step's
+	// success and the finalizer's removal.
+	Cleanup []Step[T]
+	// CleanupDeadline, if set, makes stuck cleanup warn (CleanupOverdue) on
+	// every pass once the object has been deleting for this long.
 	CleanupDeadline time.Duration
+	// RemoveFinalizerAfterDeadline removes the finalizer once
+	// CleanupDeadline has passed although cleanup has not succeeded
+	// (FinalizerForceRemoved). It is an explicit policy choice: it unblocks
+	// deletion (of a namespace, say) at the price of leaking what the
+	// failing step manages.
+	RemoveFinalizerAfterDeadline bool
 	// Summarize, if set, runs at the end of every pass over a live object,
 	// after Ready, Reconciling and Stalled are computed, whatever the steps
 	// returned. Use it to derive convenience status fields (a ready flag, a
@@ -108,7 +118,6 @@ type Reconciler[T Object] struct {
 	opts      Options[T]
 	summary   conditions.Summary
 	newObject func() T
-	finalizer *finalizer.Finalizer[T]
 }
 
 var _ reconcile.Reconciler = &Reconciler[Object]{}
@@ -149,19 +158,6 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 	if err := validateReady(opts, ready); err != nil {
 		return nil, err
 	}
-	if len(opts.Cleanup) > 0 {
-		r.finalizer = &finalizer.Finalizer[T]{
-			Name:      opts.Finalizer,
-			Client:    opts.Client,
-			APIReader: opts.APIReader,
-			Steps:     opts.Cleanup,
-			Recorder:  opts.Recorder,
-			Deadline:  opts.CleanupDeadline,
-		}
-		if err := r.finalizer.Validate(); err != nil {
-			return nil, fmt.Errorf("reconciler: Options.Finalizer, Options.Cleanup: %w", err)
-		}
-	}
 	return r, nil
 }
 
@@ -200,21 +196,36 @@ func validate[T Object](opts Options[T]) error {
 	if opts.Client == nil || opts.APIReader == nil || opts.Scheme == nil {
 		errs = append(errs, errors.New("reconciler: Options.Client, APIReader and Scheme are required (or pass a manager)"))
 	}
+	// Step names are one namespace: they label the same metrics and logs.
 	seen := map[string]bool{}
-	for i, s := range opts.Steps {
-		switch {
-		case s.Name == "":
-			errs = append(errs, fmt.Errorf("reconciler: Options.Steps[%d].Name is required", i))
-		case seen[s.Name]:
-			errs = append(errs, fmt.Errorf("reconciler: Options.Steps[%d].Name %q is not unique", i, s.Name))
-		}
-		seen[s.Name] = true
-		if s.Run == nil {
-			errs = append(errs, fmt.Errorf("reconciler: Options.Steps[%d].Run (%q) is nil", i, s.Name))
+	for _, l := range []struct {
+		list  string
+		steps []Step[T]
+	}{{"Steps", opts.Steps}, {"Cleanup", opts.Cleanup}} {
+		list := l.list
+		for i, s := range l.steps {
+			switch {
+			case s.Name == "":
+				errs = append(errs, fmt.Errorf("reconciler: Options.%s[%d].Name is required", list, i))
+			case seen[s.Name]:
+				errs = append(errs, fmt.Errorf("reconciler: Options.%s[%d].Name %q is not unique", list, i, s.Name))
+			}
+			seen[s.Name] = true
+			if s.Run == nil {
+				errs = append(errs, fmt.Errorf("reconciler: Options.%s[%d].Run (%q) is nil", list, i, s.Name))
+			}
+			if list == "Cleanup" && s.Condition != "" {
+				errs = append(errs, fmt.Errorf("reconciler: Options.Cleanup[%d].Condition: cleanup steps own no condition (Ready says why cleanup is stopped)", i))
+			}
 		}
 	}
-	if len(opts.Cleanup) > 0 && opts.Finalizer == "" {
+	switch {
+	case len(opts.Cleanup) > 0 && opts.Finalizer == "":
 		errs = append(errs, errors.New("reconciler: Options.Finalizer is required when Options.Cleanup is set"))
+	case len(opts.Cleanup) > 0:
+		if err := finalizer.ValidateName(opts.Finalizer); err != nil {
+			errs = append(errs, fmt.Errorf("reconciler: Options.Finalizer: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -321,9 +332,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 
 	if !obj.GetDeletionTimestamp().IsZero() {
 		conditions.Delete(obj, Paused)
-		return r.delete(ctx, counted, orig, obj)
+		return r.delete(ctx, scope, orig)
 	}
-	if r.finalizer != nil {
+	if len(r.opts.Cleanup) > 0 {
 		changed, err := finalizer.Ensure(ctx, counted, obj, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader))
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", r.opts.Finalizer, err)
@@ -337,7 +348,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		if !obj.GetDeletionTimestamp().IsZero() {
 			// The re-read showed a deletion the cached copy did not.
 			conditions.Delete(obj, Paused)
-			return r.delete(ctx, counted, orig, obj)
+			return r.delete(ctx, scope, orig)
 		}
 	}
 	conditions.Delete(obj, Paused)
@@ -498,26 +509,6 @@ func (r *Reconciler[T]) markStep(obj T, step Step[T], out Outcome) error {
 		return fmt.Errorf("step %s: condition %s: %w", step.Name, step.Condition, err)
 	}
 	return nil
-}
-
-// delete runs the deletion path.
-func (r *Reconciler[T]) delete(ctx context.Context, c client.Client, orig, obj T) (ctrl.Result, error) {
-	if r.finalizer == nil {
-		return ctrl.Result{}, nil
-	}
-	f := *r.finalizer
-	f.Client = c
-	done, res, err := f.Finalize(ctx, obj)
-	if done {
-		// The finalizer is gone; the object may be gone too. Nothing to write.
-		return ctrl.Result{}, err
-	}
-	// The finalizer has already told the deletion's story in events
-	// (CleanupFailed, CleanupOverdue); a Ready event would repeat it.
-	if _, werr := writeStatus(ctx, c, r.opts.APIReader, orig, obj); werr != nil {
-		return ctrl.Result{}, errors.Join(err, werr)
-	}
-	return ctrl.Result{RequeueAfter: res.RequeueAfter}, err
 }
 
 // finish writes status if it changed and emits transition events.

@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
-	"github.com/reconcilekit/reconcilekit/finalizer"
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler"
@@ -425,12 +424,12 @@ func TestDeletionRunsCleanupBeforeTheObjectDisappears(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{
 		Steps:     []widgetStep{continueStep("a", "AReady", new([]string))},
 		Finalizer: "test.reconcilekit.io/cleanup",
-		Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "release", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
+		Cleanup: []widgetStep{{Name: "release", Run: func(context.Context, *scope) reconciler.Outcome {
 			if fail {
-				return finalizer.Result{}, errors.New("external API down")
+				return reconciler.Error(errors.New("external API down"))
 			}
 			cleaned.Add(1)
-			return finalizer.Result{}, nil
+			return reconciler.Continue()
 		}}},
 	})
 	_, err := f.reconcile()
@@ -472,8 +471,8 @@ func TestPauseAnnotationStopsWrites(t *testing.T) {
 			return reconciler.Continue()
 		}}},
 		Finalizer: "test.reconcilekit.io/cleanup",
-		Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "noop", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
-			return finalizer.Result{}, nil
+		Cleanup: []widgetStep{{Name: "noop", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Continue()
 		}}},
 	}, func(w *testv1.Widget) { w.Annotations = map[string]string{reconciler.PausedAnnotation: "true"} })
 
@@ -540,8 +539,8 @@ func TestConvergesUnderInjectedFaults(t *testing.T) {
 					return reconciler.Continue()
 				}}},
 				Finalizer: "test.reconcilekit.io/cleanup",
-				Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "noop", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
-					return finalizer.Result{}, nil
+				Cleanup: []widgetStep{{Name: "noop", Run: func(context.Context, *scope) reconciler.Outcome {
+					return reconciler.Continue()
 				}}},
 			})
 			f.c.Inject(fault)

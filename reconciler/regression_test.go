@@ -160,8 +160,8 @@ func TestFinalizerAddedFromAStaleCopy(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{
 		Steps:     []widgetStep{continueStep("a", "AReady", new([]string))},
 		Finalizer: "test.reconcilekit.io/cleanup",
-		Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "noop", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
-			return finalizer.Result{}, nil
+		Cleanup: []widgetStep{{Name: "noop", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Continue()
 		}}},
 	})
 	f.sync()
@@ -194,8 +194,8 @@ func TestStaleFinalizerPassDoesNotStall(t *testing.T) {
 			return reconciler.Continue()
 		}}},
 		Finalizer: "test.reconcilekit.io/cleanup",
-		Cleanup: []finalizer.Step[*testv1.Widget]{{Name: "noop", Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
-			return finalizer.Result{}, nil
+		Cleanup: []widgetStep{{Name: "noop", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Continue()
 		}}},
 	})
 	f.sync()

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
-	kitfinalizer "github.com/reconcilekit/reconcilekit/finalizer"
 	"github.com/reconcilekit/reconcilekit/reconciler"
 
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
@@ -119,10 +118,7 @@ func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*
 // New builds the WebApp reconciler. opts supplies overrides (tests pass a
 // counting client); steps, conditions and cleanup are always the WebApp's.
 func New(mgr ctrl.Manager, opts reconciler.Options[*webappv1.WebApp], registryNamespace string) (*reconciler.Reconciler[*webappv1.WebApp], error) {
-	reg := registry{namespace: registryNamespace, client: opts.Client}
-	if reg.client == nil && mgr != nil {
-		reg.client = mgr.GetClient()
-	}
+	reg := registry{namespace: registryNamespace}
 	opts.Name = Name
 	opts.Steps = []reconciler.Step[*webappv1.WebApp]{
 		{Name: "database", Condition: webappv1.DatabaseReady, Run: database},
@@ -132,7 +128,7 @@ func New(mgr ctrl.Manager, opts reconciler.Options[*webappv1.WebApp], registryNa
 		{Name: "rollout", Condition: webappv1.Available, Run: rollout},
 	}
 	opts.Finalizer = Finalizer
-	opts.Cleanup = []kitfinalizer.Step[*webappv1.WebApp]{{Name: "deregister", Run: reg.deregister}}
+	opts.Cleanup = []reconciler.Step[*webappv1.WebApp]{{Name: "deregister", Run: reg.deregister}}
 	opts.Summarize = summarize
 	return reconciler.New(mgr, opts)
 }
@@ -280,7 +276,6 @@ func summarize(app *webappv1.WebApp) {
 // registry maintains the WebApp's entry in the shared route registry.
 type registry struct {
 	namespace string
-	client    client.Client
 }
 
 func registryKey(app *webappv1.WebApp) string { return app.Namespace + "." + app.Name }
@@ -300,8 +295,11 @@ func (r registry) register(ctx context.Context, s *scope) reconciler.Outcome {
 }
 
 // deregister removes this WebApp's key; a missing registry or key is done.
-func (r registry) deregister(ctx context.Context, app *webappv1.WebApp) (kitfinalizer.Result, error) {
-	return kitfinalizer.Result{}, r.set(ctx, r.client, registryKey(app), nil)
+func (r registry) deregister(ctx context.Context, s *scope) reconciler.Outcome {
+	if err := r.set(ctx, s.Client, registryKey(s.Object), nil); err != nil {
+		return reconciler.Error(err)
+	}
+	return reconciler.Continue()
 }
 
 func (r registry) set(ctx context.Context, c client.Client, key string, value *string) error {

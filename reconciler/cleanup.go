@@ -1,0 +1,166 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/finalizer"
+	"github.com/reconcilekit/reconcilekit/internal/text"
+)
+
+// Reasons of the deletion path's events (and of Ready while cleanup fails).
+// They are stable so that alerts and tests can match on them.
+const (
+	// ReasonCleanupFailed (Warning event; Ready=False): a cleanup step
+	// returned Error or Terminal, or panicked.
+	ReasonCleanupFailed = "CleanupFailed"
+	// ReasonCleanupOverdue (Warning): the object has been terminating for
+	// longer than Options.CleanupDeadline; emitted on every pass until it is
+	// gone, naming the step that holds it.
+	ReasonCleanupOverdue = "CleanupOverdue"
+	// ReasonFinalizerForceRemoved (Warning): cleanup did not finish by the
+	// deadline and Options.RemoveFinalizerAfterDeadline removed the finalizer
+	// anyway; what the failing step should have cleaned up may be left
+	// behind.
+	ReasonFinalizerForceRemoved = "FinalizerForceRemoved"
+	// ReasonCleanupSucceeded (Normal): every cleanup step succeeded and the
+	// finalizer was removed.
+	ReasonCleanupSucceeded = "CleanupSucceeded"
+)
+
+// Event actions of the deletion path, the events.k8s.io/v1 "action" field.
+const (
+	actionCleanup         = "Cleanup"
+	actionRemoveFinalizer = "RemoveFinalizer"
+)
+
+// delete runs the deletion path: the Cleanup steps, in order, with the same
+// Scope, counted client, logging, metrics and panic handling as the live
+// steps, then the finalizer's removal.
+//
+//   - Continue: the next step; after the last one the finalizer is removed
+//     (a CleanupSucceeded event) and nothing else is written.
+//   - Wait (with After to poll): the pass stops, the finalizer stays,
+//     Ready=False with the step's reason, no Warning: waiting for an
+//     external deletion is not a failure.
+//   - Error or a panic: a CleanupFailed Warning, Ready=False reason
+//     CleanupFailed, and the error is returned, so it is retried with
+//     backoff. Terminal: the same, not retried until the object changes.
+//   - Past CleanupDeadline, every stopped pass also emits CleanupOverdue;
+//     with RemoveFinalizerAfterDeadline the finalizer is then removed
+//     (FinalizerForceRemoved).
+//
+// A live object's Ready events are not emitted here: the events above tell
+// the deletion's story once.
+func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.Result, error) {
+	obj := s.Object
+	if len(r.opts.Cleanup) == 0 || !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	for _, step := range r.opts.Cleanup {
+		out := r.runStep(ctx, step, s)
+		if out.kind == kindContinue {
+			continue
+		}
+		res, err, done := r.cleanupStopped(ctx, s, step.Name, out)
+		if done {
+			return ctrl.Result{}, err
+		}
+		if _, werr := writeStatus(ctx, s.Client, r.opts.APIReader, orig, obj); werr != nil {
+			return ctrl.Result{}, errors.Join(retryable(err), werr)
+		}
+		return res, err
+	}
+	changed, err := finalizer.Remove(ctx, s.Client, obj, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader))
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("all cleanup steps succeeded: %w", err)
+	}
+	if changed {
+		r.event(obj, corev1.EventTypeNormal, ReasonCleanupSucceeded, actionRemoveFinalizer,
+			fmt.Sprintf("all %d cleanup steps succeeded; removed finalizer %s", len(r.opts.Cleanup), r.opts.Finalizer))
+	}
+	return ctrl.Result{}, nil
+}
+
+// cleanupStopped reports a cleanup step that did not continue. done says
+// the finalizer was removed anyway (the deadline policy).
+func (r *Reconciler[T]) cleanupStopped(ctx context.Context, s *Scope[T], step string, out Outcome) (res ctrl.Result, err error, done bool) {
+	obj := s.Object
+	msg := fmt.Sprintf("cleanup step %s: %s", step, out.conditionMessage())
+	reason := out.reason
+	switch out.kind {
+	case kindWait:
+		res.RequeueAfter = out.after
+	case kindError:
+		err = fmt.Errorf("cleanup step %s: %w", step, out.err)
+	case kindTerminal:
+		err = reconcile.TerminalError(fmt.Errorf("cleanup step %s: %w", step, out.err))
+	}
+	if err != nil {
+		reason = ReasonCleanupFailed
+		r.event(obj, corev1.EventTypeWarning, ReasonCleanupFailed, actionCleanup, msg)
+	}
+	if cerr := conditions.MarkFalse(obj, conditions.Ready, reason, "%s", msg); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	forced, ferr := r.overdue(ctx, s, msg)
+	if ferr != nil {
+		return res, errors.Join(err, ferr), false
+	}
+	if forced {
+		// The policy chose deletion over cleanup; the events said why.
+		return ctrl.Result{}, nil, true
+	}
+	if r.opts.CleanupDeadline > 0 && res.RequeueAfter == 0 && err == nil {
+		// A waiting step with no watch to wake it must still be looked at
+		// when the deadline passes.
+		res.RequeueAfter = max(time.Until(obj.GetDeletionTimestamp().Add(r.opts.CleanupDeadline)), time.Second)
+	}
+	return res, err, false
+}
+
+// overdue emits CleanupOverdue once the deadline has passed and, with
+// RemoveFinalizerAfterDeadline, removes the finalizer. forced reports
+// whether the finalizer is gone.
+func (r *Reconciler[T]) overdue(ctx context.Context, s *Scope[T], holdup string) (forced bool, err error) {
+	deadline := r.opts.CleanupDeadline
+	if deadline <= 0 {
+		return false, nil
+	}
+	stuck := time.Since(s.Object.GetDeletionTimestamp().Time)
+	if stuck <= deadline {
+		return false, nil
+	}
+	r.event(s.Object, corev1.EventTypeWarning, ReasonCleanupOverdue, actionCleanup,
+		fmt.Sprintf("cleanup has been stuck for %s since deletion (deadline %s): %s", stuck.Round(time.Second), deadline, holdup))
+	if !r.opts.RemoveFinalizerAfterDeadline {
+		return false, nil
+	}
+	changed, err := finalizer.Remove(ctx, s.Client, s.Object, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader))
+	if err != nil {
+		return false, fmt.Errorf("removing finalizer %s after the cleanup deadline: %w", r.opts.Finalizer, err)
+	}
+	if changed {
+		r.event(s.Object, corev1.EventTypeWarning, ReasonFinalizerForceRemoved, actionRemoveFinalizer,
+			fmt.Sprintf("removed finalizer %s without completing cleanup, %s after deletion (deadline %s): %s; resources it guards may be left behind",
+				r.opts.Finalizer, stuck.Round(time.Second), deadline, holdup))
+	}
+	return true, nil
+}
+
+// event records an event when a Recorder is configured; the note is an
+// argument, never a format, cut to what the API accepts.
+func (r *Reconciler[T]) event(obj T, eventType, reason, action, note string) {
+	if r.opts.Recorder == nil {
+		return
+	}
+	r.opts.Recorder.Eventf(obj, nil, eventType, reason, action, "%s", text.Truncate(note, eventNoteLimit, "…"))
+}
