@@ -8,8 +8,9 @@
 // a panic that kills the manager. The Reconciler does those parts once:
 //
 //   - fetch the object (gone: done); honour the PausedAnnotation;
-//   - on deletion run the cleanup steps through the finalizer package,
-//     otherwise ensure the finalizer before any step;
+//   - on deletion run the cleanup steps (the same Step type, with the same
+//     Scope) and then remove the finalizer, otherwise ensure the finalizer
+//     before any step (both by locked patch, package finalizer);
 //   - run the steps in order on a private deep copy; each step returns an
 //     [Outcome] (Continue, Wait, Terminal, Error, with After for requeues)
 //     and may own a condition;
@@ -18,7 +19,7 @@
 //   - write status once per pass, only if it changed, with an optimistic
 //     lock and a conflict retry that re-applies this pass's delta;
 //   - emit an Event when Ready changes (never on a converged pass; while
-//     deleting, the finalizer package's cleanup events instead), log
+//     deleting, the cleanup events instead), log
 //     with the step name, turn a panic into a condition, and export
 //     per-step duration and error metrics and a histogram of mutating
 //     requests per reconcile.
