@@ -39,12 +39,12 @@ func BenchmarkSummaryApply(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := s.Apply(w); err != nil {
+	if err := s.SetReady(w); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := s.Apply(w); err != nil {
+		if err := s.SetReady(w); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -18,7 +18,7 @@ func Example() {
 	err := errors.Join(
 		conditions.MarkTrue(w, "Synced", "Applied", "applied %d objects", 4),
 		conditions.MarkFalse(w, "Available", "ReplicasUnavailable", "%d/%d replicas ready", 1, 3),
-		readiness.Apply(w),
+		readiness.SetReady(w),
 	)
 	fmt.Println("error:", err)
 	for _, c := range w.Status.Conditions {

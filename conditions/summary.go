@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Reasons written by [Summary.Apply] on the Ready condition.
+// Reasons written by [Summary.SetReady] on the Ready condition.
 const (
 	// ReasonSucceeded is Ready's reason when there are no dependents (unless
 	// replaced with [Summary.WithTrueReason]).
@@ -33,7 +33,7 @@ type Summary struct {
 // NewSummary returns a Summary whose Ready is True only when all dependents
 // are True. The order matters: when several dependents are not True, Ready
 // reports the first one, so list them in the order a user should fix them.
-// Ready, Reconciling and Stalled cannot be dependents ([Summary.Apply]
+// Ready, Reconciling and Stalled cannot be dependents ([Summary.SetReady]
 // returns an error): Ready would depend on itself, and the kstatus
 // conditions are abnormal-true, so "Ready needs Stalled=True" is never meant.
 func NewSummary(dependents ...string) Summary {
@@ -44,14 +44,14 @@ func NewSummary(dependents ...string) Summary {
 func (s Summary) Dependents() []string { return slices.Clone(s.dependents) }
 
 // WithTrueReason returns a copy of s that, when every dependent is True,
-// sets Ready with this reason and message instead of the last dependent's. The reason is validated by Apply, like any other; an
+// sets Ready with this reason and message instead of the last dependent's. The reason is validated by SetReady, like any other; an
 // empty reason restores the default.
 func (s Summary) WithTrueReason(reason, message string) Summary {
 	s.trueReason, s.trueMessage = reason, message
 	return s
 }
 
-// Apply sets Ready on to from the dependents and returns [Set]'s error.
+// SetReady sets Ready on to from the dependents and returns [Set]'s error.
 //
 // Guarantees:
 //   - All dependents True: Ready=True with the reason and message of the
@@ -63,7 +63,7 @@ func (s Summary) WithTrueReason(reason, message string) Summary {
 //     not True: status False if it is False, Unknown if it is Unknown;
 //     reason and message copied from it. If that dependent is absent, Ready
 //     is Unknown with [ReasonDependencyMissing] and a message naming it.
-//   - Apply goes through Set, so Ready's ObservedGeneration is the object's
+//   - SetReady goes through Set, so Ready's ObservedGeneration is the object's
 //     generation, its LastTransitionTime moves only when its status flips,
 //     and applying to an unchanged object changes nothing.
 //
@@ -71,10 +71,10 @@ func (s Summary) WithTrueReason(reason, message string) Summary {
 //   - Dependents are compared by status only, not by ObservedGeneration:
 //     a dependent left True from an older generation counts as True. Mark
 //     every dependent in every reconcile pass (Set stamps the generation),
-//     then call Apply last.
+//     then call SetReady last.
 //   - Dependents with an invalid stored reason (written without Set) make
-//     Apply fail, because Ready copies the reason.
-func (s Summary) Apply(to Setter) error {
+//     SetReady fail, because Ready copies the reason.
+func (s Summary) SetReady(to Setter) error {
 	for _, d := range s.dependents {
 		if d == Ready || d == Reconciling || d == Stalled {
 			return fmt.Errorf("conditions: summary of %q on %s: %q cannot be a dependent of %q", Ready, describe(to), d, Ready)

@@ -89,7 +89,7 @@ func TestSummaryApply(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := widget(5, tt.existing...)
-			require.NoError(t, tt.summary.Apply(w))
+			require.NoError(t, tt.summary.SetReady(w))
 
 			ready := conditions.Get(w, conditions.Ready)
 			require.NotNil(t, ready)
@@ -100,7 +100,7 @@ func TestSummaryApply(t *testing.T) {
 			assert.Equal(t, conditions.Ready, w.Status.Conditions[0].Type, "Ready comes first")
 
 			again := w.DeepCopy()
-			require.NoError(t, tt.summary.Apply(again))
+			require.NoError(t, tt.summary.SetReady(again))
 			assert.Equal(t, w.Status.Conditions, again.Status.Conditions, "a second Apply changes nothing")
 		})
 	}
@@ -111,7 +111,7 @@ func TestSummaryApplyRejectsKstatusDependents(t *testing.T) {
 		t.Run(dep, func(t *testing.T) {
 			w := widget(1, cond(dep, metav1.ConditionTrue, "R", ""))
 			before := w.DeepCopy()
-			err := conditions.NewSummary("Synced", dep).Apply(w)
+			err := conditions.NewSummary("Synced", dep).SetReady(w)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), dep)
 			assert.Equal(t, before, w)
@@ -121,7 +121,7 @@ func TestSummaryApplyRejectsKstatusDependents(t *testing.T) {
 
 func TestSummaryApplyReportsInvalidTrueReason(t *testing.T) {
 	w := widget(1)
-	err := conditions.NewSummary().WithTrueReason("not valid", "").Apply(w)
+	err := conditions.NewSummary().WithTrueReason("not valid", "").SetReady(w)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "reason")
 	assert.Nil(t, w.Status.Conditions)

@@ -17,9 +17,6 @@ const (
 // Default condition reasons the reconciler writes for a step's condition
 // when the step does not choose one.
 const (
-	// ReasonSucceeded is the reason of a step's condition when the step
-	// returned Continue.
-	ReasonSucceeded = "Succeeded"
 	// ReasonError is the reason of a step's condition when the step returned
 	// a transient error.
 	ReasonError = "ReconcileError"

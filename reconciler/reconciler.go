@@ -436,7 +436,7 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], orig T) (ctrl
 		stepErr = reconcile.TerminalError(fmt.Errorf("step %s: %w", stoppedBy, stopped.err))
 		res = ctrl.Result{}
 	}
-	if err := r.summary.Apply(obj); err != nil {
+	if err := r.summary.SetReady(obj); err != nil {
 		return res, err
 	}
 	// Ready always says what is ready: with no dependent to mirror (or one
@@ -499,7 +499,7 @@ func (r *Reconciler[T]) markStep(obj T, step Step[T], out Outcome) error {
 	case kindContinue:
 		reason := out.reason
 		if reason == "" {
-			reason = ReasonSucceeded
+			reason = conditions.ReasonSucceeded
 		}
 		err = conditions.MarkTrue(obj, step.Condition, reason, "%s", out.message)
 	default:
