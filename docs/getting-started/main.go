@@ -18,8 +18,11 @@ import (
 	"github.com/reconcilekit/reconcilekit/docs/getting-started/internal/controller"
 )
 
-// Leader election takes a Lease in the operator's namespace, and only there.
+// Leader election takes a Lease in the operator's namespace, and only there;
+// client-go's leader elector also records a core/v1 Event there when this
+// replica becomes the leader.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=cache-system
+// +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch,namespace=cache-system
 
 func main() {
 	if err := run(); err != nil {

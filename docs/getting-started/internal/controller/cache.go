@@ -55,7 +55,8 @@ func Setup(mgr ctrl.Manager) error {
 }
 
 // New builds the Cache reconciler. Whatever opts leaves empty comes from
-// mgr; tests pass a client instead of a manager.
+// mgr; tests pass a nil mgr and set Client, APIReader and Scheme (and
+// Recorder, to see events) in opts.
 func New(mgr ctrl.Manager, opts reconciler.Options[*cachev1alpha1.Cache]) (*reconciler.Reconciler[*cachev1alpha1.Cache], error) {
 	opts.Name = Name
 	opts.Steps = []reconciler.Step[*cachev1alpha1.Cache]{

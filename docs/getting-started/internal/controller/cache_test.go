@@ -5,18 +5,22 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -26,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -38,12 +43,18 @@ import (
 	"github.com/reconcilekit/reconcilekit/docs/getting-started/internal/controller"
 )
 
+// The operator's namespace and leader election Lease, as main.go has them.
+const (
+	operatorNamespace = "cache-system"
+	leaderElectionID  = "cache-operator.cache.example.com"
+)
+
 var (
 	scheme = runtime.NewScheme()
 	// admin talks to the test apiserver as cluster-admin.
 	admin client.Client
 	// operator authenticates as the operator's ServiceAccount, which is
-	// bound to the generated role and nothing else.
+	// bound to the generated roles and nothing else.
 	operator *rest.Config
 )
 
@@ -76,8 +87,10 @@ func runWithEnvtest(m *testing.M) int {
 	return m.Run()
 }
 
-// setup binds the generated ClusterRole to the operator's ServiceAccount and
-// impersonates it, so a missing RBAC marker fails these tests.
+// setup creates the roles controller-gen generated (the ClusterRole, and the
+// Role in the operator's namespace), binds them to the operator's
+// ServiceAccount and impersonates it, so a missing RBAC marker fails these
+// tests.
 func setup(cfg *rest.Config) error {
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), cachev1alpha1.AddToScheme(scheme)); err != nil {
 		return err
@@ -86,41 +99,55 @@ func setup(cfg *rest.Config) error {
 	if admin, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	role, err := generatedClusterRole(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	roles, err := generatedRoles(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
 	if err != nil {
 		return err
 	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "cache-operator"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "cache-system", Name: "cache-operator"}},
-	}
 	ctx := context.Background()
-	if err := errors.Join(admin.Create(ctx, role), admin.Create(ctx, binding)); err != nil {
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
 		return err
 	}
+	for _, role := range roles {
+		if err := errors.Join(admin.Create(ctx, role), admin.Create(ctx, bindingFor(role))); err != nil {
+			return err
+		}
+	}
 	operator = rest.CopyConfig(cfg)
-	operator.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:cache-system:cache-operator"}
+	operator.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + operatorNamespace + ":cache-operator"}
 	return nil
 }
 
-// generatedClusterRole reads the ClusterRole controller-gen wrote.
-func generatedClusterRole(path string) (*rbacv1.ClusterRole, error) {
+// generatedRoles reads the roles controller-gen wrote.
+func generatedRoles(path string) ([]*unstructured.Unstructured, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
 	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	var roles []*unstructured.Unstructured
 	for {
-		role := &rbacv1.ClusterRole{}
-		if err := dec.Decode(role); err != nil {
-			return nil, fmt.Errorf("no ClusterRole in %s: %w", path, err)
+		role := &unstructured.Unstructured{}
+		if err := dec.Decode(&role.Object); errors.Is(err, io.EOF) {
+			return roles, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if role.Kind == "ClusterRole" {
-			return role, nil
-		}
+		roles = append(roles, role)
 	}
+}
+
+// bindingFor binds a generated role to the operator's ServiceAccount: a
+// ClusterRoleBinding for the ClusterRole, a RoleBinding in its namespace
+// for the Role.
+func bindingFor(role *unstructured.Unstructured) client.Object {
+	meta := metav1.ObjectMeta{Name: "cache-operator", Namespace: role.GetNamespace()}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: role.GetKind(), Name: role.GetName()}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNamespace, Name: "cache-operator"}}
+	if role.GetKind() == "ClusterRole" {
+		return &rbacv1.ClusterRoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}
+	}
+	return &rbacv1.RoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}
 }
 
 func requireEnvtest(t *testing.T) {
@@ -137,12 +164,23 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// TestCacheBecomesReady runs the controller as the operator runs it: under a
-// manager, with the permissions of the generated role only.
+// TestCacheBecomesReady runs the controller as the operator runs it with
+// --leader-elect: under a manager, with the permissions of the generated
+// roles only.
 func TestCacheBecomesReady(t *testing.T) {
 	requireEnvtest(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	mgr, err := ctrl.NewManager(operator, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(operator, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		LeaderElection:                true,
+		LeaderElectionID:              leaderElectionID,
+		LeaderElectionNamespace:       operatorNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		// A controller name may be registered once per process, and
+		// go test -count=2 runs this test twice in one.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
 	require.NoError(t, err)
 	require.NoError(t, controller.Setup(mgr))
 	stopped := make(chan error, 1)
@@ -181,10 +219,24 @@ func TestCacheBecomesReady(t *testing.T) {
 	assert.Equal(t, int32(2), cache.Status.ReadyReplicas)
 	assert.Equal(t, cache.Generation, cache.Status.ObservedGeneration)
 	assert.Equal(t, "ReplicasAvailable", conditions.Get(cache, cachev1alpha1.Available).Reason)
+
+	// Leader election ran on the Role's permissions: the leader elector's
+	// Event, which names the Lease's holder, was allowed.
+	lease := &coordinationv1.Lease{}
+	require.NoError(t, admin.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: leaderElectionID}, lease))
+	require.Eventually(t, func() bool {
+		var events corev1.EventList
+		return admin.List(ctx, &events, client.InNamespace(operatorNamespace)) == nil &&
+			slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+				return e.Reason == "LeaderElection" && e.Message == ptr.Deref(lease.Spec.HolderIdentity, "")+" became leader"
+			})
+	}, time.Minute, 100*time.Millisecond, "no leader election Event in %s: may the Role create core events?", operatorNamespace)
 }
 
 // TestConvergesAndStalls drives the reconciler without a manager, through
-// reconcilekit's request-counting, fault-injecting client.
+// reconcilekit's request-counting, fault-injecting client. Without a manager
+// nothing fills the options it leaves empty: with no Recorder, the
+// reconciler records no events.
 func TestConvergesAndStalls(t *testing.T) {
 	requireEnvtest(t)
 	ctx := t.Context()
