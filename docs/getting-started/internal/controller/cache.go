@@ -156,21 +156,16 @@ func desiredDeployment(c *cachev1alpha1.Cache, mib int64) *appsv1.Deployment {
 
 // applyDeployment applies the Deployment and reports its rollout on the
 // Available condition. Apply leaves the live Deployment, status included,
-// in dep, so no second read is needed. Wait needs no polling interval: the
-// Deployment is owned, so its status changes start the next pass.
+// in dep (the server's answer when it wrote), so no second read is needed,
+// and Rollout judges the generation just applied. Its Wait needs no polling
+// interval: the Deployment is owned, so its status changes start the next
+// pass.
 func applyDeployment(ctx context.Context, s *scope) reconciler.Outcome {
 	mib, _ := memoryMiB(s.Object) // valid: the config step stops the pass otherwise
 	dep := desiredDeployment(s.Object, mib)
 	if _, err := s.Apply(ctx, dep); err != nil {
 		return reconciler.Error(fmt.Errorf("applying Deployment: %w", err))
 	}
-	st, want := dep.Status, ptr.Deref(dep.Spec.Replicas, 1)
-	s.Object.Status.ReadyReplicas = st.ReadyReplicas
-	switch {
-	case st.ObservedGeneration < dep.Generation || st.UpdatedReplicas < want || st.Replicas > st.UpdatedReplicas:
-		return reconciler.Wait("RollingOut", "%d/%d replicas updated", st.UpdatedReplicas, want)
-	case st.AvailableReplicas < want:
-		return reconciler.Wait("ReplicasUnavailable", "%d/%d replicas available", st.AvailableReplicas, want)
-	}
-	return reconciler.ContinueWith("ReplicasAvailable", "%d/%d replicas available", st.AvailableReplicas, want)
+	s.Object.Status.ReadyReplicas = dep.Status.ReadyReplicas
+	return s.Rollout(dep)
 }

@@ -203,13 +203,24 @@ func TestCacheBecomesReady(t *testing.T) {
 	assert.Equal(t, []string{"-m", "128"}, container.Args)
 	assert.Equal(t, "160Mi", container.Resources.Limits.Memory().String())
 
-	// envtest runs no Deployment controller: play its part.
+	// Until the Deployment is rolled out, Ready says what it waits for.
+	require.Eventually(t, func() bool {
+		return admin.Get(ctx, key, cache) == nil && readyReason(cache) == reconciler.ReasonInProgress
+	}, time.Minute, 100*time.Millisecond)
+	assert.Equal(t, "Deployment sessions: Replicas: 0/2", conditions.Get(cache, conditions.Ready).Message)
+
+	// envtest runs no Deployment controller: play its part, with the status
+	// it writes once the rollout is complete.
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := admin.Get(ctx, key, dep); err != nil {
 			return err
 		}
 		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation,
-			Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+			Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+			}}
 		return admin.Status().Update(ctx, dep)
 	}))
 
@@ -218,7 +229,8 @@ func TestCacheBecomesReady(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond)
 	assert.Equal(t, int32(2), cache.Status.ReadyReplicas)
 	assert.Equal(t, cache.Generation, cache.Status.ObservedGeneration)
-	assert.Equal(t, "ReplicasAvailable", conditions.Get(cache, cachev1alpha1.Available).Reason)
+	assert.Equal(t, reconciler.ReasonCurrent, readyReason(cache))
+	assert.Equal(t, "Deployment is available. Replicas: 2", conditions.Get(cache, conditions.Ready).Message)
 
 	// Leader election ran on the Role's permissions: the leader elector's
 	// Event, which names the Lease's holder, was allowed.
@@ -254,7 +266,7 @@ func TestConvergesAndStalls(t *testing.T) {
 	reconcilertest.Converge(t, ctx, r, c, req, 5)
 	reconcilertest.AssertIdempotent(t, ctx, r, c, req)
 	require.NoError(t, admin.Get(ctx, req.NamespacedName, cache))
-	assert.Equal(t, "RollingOut", conditions.Get(cache, conditions.Ready).Reason)
+	assert.Equal(t, reconciler.ReasonInProgress, readyReason(cache), "no Deployment controller here: the rollout never ends")
 
 	// A spec no retry can fix stalls the Cache instead of failing in a loop.
 	require.NoError(t, admin.Patch(ctx, cache, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"memory":"100M"}}`))))
@@ -262,5 +274,14 @@ func TestConvergesAndStalls(t *testing.T) {
 	assert.ErrorIs(t, err, reconcile.TerminalError(nil))
 	require.NoError(t, admin.Get(ctx, req.NamespacedName, cache))
 	assert.True(t, conditions.IsTrue(cache, conditions.Stalled))
-	assert.Equal(t, "InvalidMemory", conditions.Get(cache, conditions.Ready).Reason)
+	assert.Equal(t, "InvalidMemory", readyReason(cache))
+}
+
+// readyReason returns the reason of the Cache's Ready condition, "" when it
+// has none.
+func readyReason(c *cachev1alpha1.Cache) string {
+	if ready := conditions.Get(c, conditions.Ready); ready != nil {
+		return ready.Reason
+	}
+	return ""
 }
