@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -16,29 +17,26 @@ func Example() {
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "default"}}
 	c := fake.NewClientBuilder().WithObjects(cm).Build()
+	const name = "apps.example.com/cleanup"
 
 	// While the object lives: make sure deleting it waits for cleanup.
-	changed, _ := finalizer.Ensure(ctx, c, cm, "apps.example.com/cleanup")
-	fmt.Println("finalizer added:", changed)
+	// With a manager's client, also pass finalizer.APIReader(mgr.GetAPIReader()).
+	added, err := finalizer.Ensure(ctx, c, cm, name)
+	fmt.Println("finalizer added:", added, err)
 
-	// Once it is being deleted: run the cleanup, then let it go.
+	// Deleting it now only marks it: the finalizer holds it.
 	_ = c.Delete(ctx, cm)
 	_ = c.Get(ctx, client.ObjectKeyFromObject(cm), cm)
-	f := &finalizer.Finalizer[*corev1.ConfigMap]{
-		Name:   "apps.example.com/cleanup",
-		Client: c,
-		Steps: []finalizer.Step[*corev1.ConfigMap]{{
-			Name: "delete-bucket",
-			Run: func(ctx context.Context, cm *corev1.ConfigMap) (finalizer.Result, error) {
-				fmt.Println("deleting the bucket of", cm.Name)
-				return finalizer.Result{}, nil
-			},
-		}},
-	}
-	done, _, err := f.Finalize(ctx, cm)
-	fmt.Println("done:", done, err)
+	fmt.Println("terminating:", cm.DeletionTimestamp != nil)
+
+	// Once the cleanup is done, let it go.
+	removed, err := finalizer.Remove(ctx, c, cm, name)
+	fmt.Println("finalizer removed:", removed, err)
+	gone := apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(cm), cm))
+	fmt.Println("object gone:", gone)
 	// Output:
-	// finalizer added: true
-	// deleting the bucket of app
-	// done: true <nil>
+	// finalizer added: true <nil>
+	// terminating: true
+	// finalizer removed: true <nil>
+	// object gone: true
 }

@@ -2,7 +2,6 @@ package finalizer_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -12,17 +11,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/reconcilekit/reconcilekit/conditions"
 	"github.com/reconcilekit/reconcilekit/finalizer"
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
@@ -310,9 +304,9 @@ func TestRemove(t *testing.T) {
 // retries that re-read through the client under test. With the manager's
 // client that re-read comes from the informer cache; until the cache has
 // seen the write that caused the 409 it returns the very copy that
-// conflicted, so every retry conflicted again and Ensure, Remove and
-// Finalize failed once retry.DefaultRetry gave up. Here the cache is frozen
-// at the old copy, so only a re-read through the APIReader succeeds.
+// conflicted, so every retry conflicted again and Ensure and Remove failed
+// once retry.DefaultRetry gave up. Here the cache is frozen at the old
+// copy, so only a re-read through the APIReader succeeds.
 func TestConflictRetriesReadTheAPIReader(t *testing.T) {
 	testenv.Require(t)
 	ns := env.Namespace(t)
@@ -359,28 +353,6 @@ func TestConflictRetriesReadTheAPIReader(t *testing.T) {
 		spec.check(t, server)
 		assert.Equal(t, []string{other}, server.Finalizers)
 	})
-
-	t.Run("Finalize", func(t *testing.T) {
-		w := create(t, ns, ours)
-		require.NoError(t, env.Client.Delete(ctxFor(t), w))
-		old := get(t, w)
-		meddlers[1].apply(t, old) // a status write after the copy the cache holds
-		c, counted, cacheGets := frozen(m, old)
-		r := &countingReader{Reader: m.APIReader}
-		f := &finalizer.Finalizer[*testv1.Widget]{
-			Name: ours, Client: c, APIReader: r,
-			Steps: []finalizer.Step[*testv1.Widget]{{
-				Name: "noop",
-				Run:  func(context.Context, *testv1.Widget) (finalizer.Result, error) { return finalizer.Result{}, nil },
-			}},
-		}
-
-		done, _, err := f.Finalize(ctxFor(t), old.DeepCopy())
-		require.NoError(t, err)
-		assert.True(t, done)
-		check(t, counted, cacheGets, r)
-		waitGone(t, w)
-	})
 }
 
 // TestConflictWithoutAReaderSendsNoDoomedPatch: without an APIReader the
@@ -421,191 +393,6 @@ func TestConflictWithoutAReaderSendsNoDoomedPatch(t *testing.T) {
 			changed, err = tt.op(ctxFor(t), m.Client, cached(t, m, old), ours)
 			require.NoError(t, err)
 			assert.True(t, changed)
-		})
-	}
-}
-
-// recorder returns an events.k8s.io/v1 recorder writing to the envtest API
-// server. It uses the Env's scheme, which knows Widget: a recorder built
-// from client-go's scheme (as events.NewEventBroadcasterAdapter does) cannot
-// reference a Widget and drops its events.
-func recorder(t *testing.T) (events.EventRecorder, kubernetes.Interface) {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
-	ctx, cancel := context.WithCancel(context.Background())
-	require.NoError(t, b.StartRecordingToSinkWithContext(ctx))
-	t.Cleanup(func() { cancel(); b.Shutdown() })
-	return b.NewRecorder(env.Scheme, "finalizer-test"), cs
-}
-
-// waitForEvent polls until an event with reason about w exists.
-func waitForEvent(t *testing.T, cs kubernetes.Interface, w *testv1.Widget, reason string) eventsv1.Event {
-	t.Helper()
-	var found eventsv1.Event
-	err := wait.PollUntilContextTimeout(ctxFor(t), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := cs.EventsV1().Events(w.Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range list.Items {
-			if e.Regarding.UID == w.UID && e.Reason == reason {
-				found = e
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	require.NoError(t, err, "waiting for event %s about %s", reason, w.Name)
-	return found
-}
-
-func waitGone(t *testing.T, w *testv1.Widget) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctxFor(t), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(w), &testv1.Widget{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, err
-	})
-	require.NoError(t, err, "waiting for %s to be deleted", w.Name)
-}
-
-func TestFinalizeLifecycle(t *testing.T) {
-	testenv.Require(t)
-	ns := env.Namespace(t)
-	m := env.StartManager(t)
-	rec, cs := recorder(t)
-	var released atomic.Int32
-	var bucketBusy atomic.Bool
-	bucketBusy.Store(true)
-	f := &finalizer.Finalizer[*testv1.Widget]{
-		Name: ours, Client: m.Client, APIReader: m.APIReader, Recorder: rec,
-		Steps: []finalizer.Step[*testv1.Widget]{{
-			Name: "release-ip",
-			Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
-				released.Add(1)
-				return finalizer.Result{}, nil
-			},
-		}, {
-			Name: "delete-bucket",
-			Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
-				if bucketBusy.Load() {
-					return finalizer.Result{}, errors.New("bucket busy")
-				}
-				return finalizer.Result{}, nil
-			},
-		}},
-	}
-
-	w := cached(t, m, create(t, ns))
-	changed, err := finalizer.Ensure(ctxFor(t), m.Client, w, ours, finalizer.APIReader(m.APIReader))
-	require.NoError(t, err)
-	require.True(t, changed)
-	require.NoError(t, env.Client.Delete(ctxFor(t), w))
-	w = cached(t, m, w)
-	require.NotNil(t, w.DeletionTimestamp, "the finalizer holds the object")
-
-	// A failing step keeps the object, and says so in status and events.
-	done, _, err := f.Finalize(ctxFor(t), w)
-	require.ErrorContains(t, err, `cleanup step "delete-bucket": bucket busy`)
-	assert.False(t, done)
-	require.NoError(t, m.Client.Status().Update(ctxFor(t), w), "the caller persists status")
-	server := get(t, w)
-	assert.Equal(t, []string{ours}, server.Finalizers)
-	ready := conditions.Get(server, conditions.Ready)
-	require.NotNil(t, ready)
-	assert.Equal(t, metav1.ConditionFalse, ready.Status)
-	assert.Equal(t, finalizer.ReasonCleanupFailed, ready.Reason)
-	assert.Equal(t, "cleanup step delete-bucket: bucket busy", ready.Message)
-	ev := waitForEvent(t, cs, w, finalizer.ReasonCleanupFailed)
-	assert.Equal(t, "Warning", ev.Type)
-	assert.Equal(t, "cleanup step delete-bucket: bucket busy", ev.Note)
-
-	// Once the step succeeds, the next pass lets the object go. Its copy
-	// comes from the cache at once, as a requeued pass's would: it may or may
-	// not have the status write yet, and the removal must succeed either way
-	// (a stale copy conflicts, and the re-read goes to the APIReader).
-	bucketBusy.Store(false)
-	w = &testv1.Widget{}
-	require.NoError(t, m.Client.Get(ctxFor(t), client.ObjectKeyFromObject(server), w))
-	done, res, err := f.Finalize(ctxFor(t), w)
-	require.NoError(t, err)
-	assert.True(t, done)
-	assert.Zero(t, res)
-	assert.Equal(t, int32(2), released.Load(), "every pass starts from the first step")
-	waitGone(t, w)
-	ev = waitForEvent(t, cs, w, finalizer.ReasonCleanupSucceeded)
-	assert.Equal(t, "Normal", ev.Type)
-}
-
-func TestFinalizeRequeueKeepsFinalizer(t *testing.T) {
-	testenv.Require(t)
-	ns := env.Namespace(t)
-	m := env.StartManager(t)
-	w := create(t, ns, ours)
-	require.NoError(t, env.Client.Delete(ctxFor(t), w))
-	w = cached(t, m, w)
-	f := &finalizer.Finalizer[*testv1.Widget]{
-		Name: ours, Client: m.Client, APIReader: m.APIReader,
-		Steps: []finalizer.Step[*testv1.Widget]{{
-			Name: "wait-for-volume",
-			Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
-				return finalizer.Result{RequeueAfter: 5 * time.Second}, nil
-			},
-		}},
-	}
-
-	done, res, err := f.Finalize(ctxFor(t), w)
-	require.NoError(t, err)
-	assert.False(t, done)
-	assert.Equal(t, 5*time.Second, res.RequeueAfter)
-	assert.Equal(t, []string{ours}, get(t, w).Finalizers)
-}
-
-func TestFinalizeDeadline(t *testing.T) {
-	testenv.Require(t)
-	ns := env.Namespace(t)
-	m := env.StartManager(t)
-	rec, cs := recorder(t)
-	for _, force := range []bool{false, true} {
-		t.Run(fmt.Sprintf("RemoveAfterDeadline=%v", force), func(t *testing.T) {
-			w := create(t, ns, ours)
-			require.NoError(t, env.Client.Delete(ctxFor(t), w))
-			w = cached(t, m, w)
-			f := &finalizer.Finalizer[*testv1.Widget]{
-				Name: ours, Client: m.Client, APIReader: m.APIReader, Recorder: rec,
-				// The deletionTimestamp is already in the past: any
-				// positive Deadline this small has passed.
-				Deadline:            time.Nanosecond,
-				RemoveAfterDeadline: force,
-				Steps: []finalizer.Step[*testv1.Widget]{{
-					Name: "delete-bucket",
-					Run: func(context.Context, *testv1.Widget) (finalizer.Result, error) {
-						return finalizer.Result{}, errors.New("bucket busy")
-					},
-				}},
-			}
-
-			done, _, err := f.Finalize(ctxFor(t), w)
-
-			ev := waitForEvent(t, cs, w, finalizer.ReasonCleanupOverdue)
-			assert.Equal(t, "Warning", ev.Type)
-			assert.Regexp(t, `^cleanup has been stuck for \S+ since deletion \(deadline 1ns\): step delete-bucket fails: bucket busy$`, ev.Note)
-			if !force {
-				require.ErrorContains(t, err, "bucket busy")
-				assert.False(t, done)
-				assert.Equal(t, []string{ours}, get(t, w).Finalizers, "kept unless the policy says otherwise")
-				return
-			}
-			require.NoError(t, err)
-			assert.True(t, done)
-			waitGone(t, w)
-			ev = waitForEvent(t, cs, w, finalizer.ReasonFinalizerForceRemoved)
-			assert.Equal(t, "Warning", ev.Type)
-			assert.Contains(t, ev.Note, "without completing cleanup")
 		})
 	}
 }

@@ -2,7 +2,6 @@ package finalizer
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,237 +10,24 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/reconcilekit/reconcilekit/conditions"
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 )
 
-// These tests cover Finalize's control flow, where API semantics do not
-// matter; the patches themselves are tested against a real API server in
+// These tests cover Ensure and Remove where API semantics do not matter
+// (the wire format, the retry discipline, name validation) and run under
+// -short; the patches themselves are tested against a real API server in
 // finalizer_test.go.
 
 const (
 	ours  = "apps.example.com/cleanup"
 	other = "other.example.com/hold"
 )
-
-// fakeWorld is a fake client holding one deleting Widget, plus a recorder.
-type fakeWorld struct {
-	c   client.Client
-	rec *events.FakeRecorder
-	w   *testv1.Widget
-}
-
-func newFakeWorld(t *testing.T, deletedAgo time.Duration, finalizers ...string) fakeWorld {
-	t.Helper()
-	s, err := testenv.NewScheme()
-	require.NoError(t, err)
-	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{
-		Name: "w", Namespace: "ns", Finalizers: finalizers,
-		DeletionTimestamp: &metav1.Time{Time: time.Now().Add(-deletedAgo)},
-	}}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(w).WithStatusSubresource(w).Build()
-	got := &testv1.Widget{}
-	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(w), got))
-	return fakeWorld{c: c, rec: events.NewFakeRecorder(32), w: got}
-}
-
-func (fw fakeWorld) serverFinalizers(t *testing.T) []string {
-	t.Helper()
-	got := &testv1.Widget{}
-	require.NoError(t, fw.c.Get(context.Background(), client.ObjectKeyFromObject(fw.w), got))
-	return got.Finalizers
-}
-
-func drain(ch chan string) []string {
-	var out []string
-	for {
-		select {
-		case e := <-ch:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
-// reasons returns "<type> <reason>" for each recorded event.
-func reasons(evs []string) []string {
-	var out []string
-	for _, e := range evs {
-		f := strings.Fields(e)
-		out = append(out, f[0]+" "+f[1])
-	}
-	return out
-}
-
-func TestFinalizeControlFlow(t *testing.T) {
-	boom := errors.New("boom")
-	ok := func(context.Context, *testv1.Widget) (Result, error) { return Result{}, nil }
-	wait := func(context.Context, *testv1.Widget) (Result, error) { return Result{RequeueAfter: time.Minute}, nil }
-	fail := func(context.Context, *testv1.Widget) (Result, error) { return Result{}, boom }
-
-	tests := []struct {
-		name       string
-		deletedAgo time.Duration
-		finalizers []string
-		second     func(context.Context, *testv1.Widget) (Result, error)
-		deadline   time.Duration
-		force      bool
-
-		wantDone       bool
-		wantRes        Result
-		wantErr        bool
-		wantRan        []string
-		wantFinalizers []string
-		wantEvents     []string
-		wantCondition  bool
-	}{{
-		name: "finalizer absent: done without running steps", finalizers: []string{other}, second: ok,
-		wantDone: true, wantFinalizers: []string{other},
-	}, {
-		name: "all steps succeed: finalizer removed, others kept", finalizers: []string{other, ours}, second: ok,
-		wantDone: true, wantRan: []string{"first", "second", "third"}, wantFinalizers: []string{other},
-		wantEvents: []string{"Normal CleanupSucceeded"},
-	}, {
-		name: "requeue stops the pass and keeps the finalizer", finalizers: []string{ours, other}, second: wait,
-		wantRes: Result{RequeueAfter: time.Minute}, wantRan: []string{"first", "second"},
-		wantFinalizers: []string{ours, other},
-	}, {
-		name: "failure stops the pass, warns and sets the condition", finalizers: []string{ours, other}, second: fail,
-		wantErr: true, wantRan: []string{"first", "second"}, wantFinalizers: []string{ours, other},
-		wantEvents: []string{"Warning CleanupFailed"}, wantCondition: true,
-	}, {
-		name: "failure before the deadline is not overdue", deletedAgo: time.Hour, finalizers: []string{ours, other},
-		second: fail, deadline: 2 * time.Hour, force: true,
-		wantErr: true, wantRan: []string{"first", "second"}, wantFinalizers: []string{ours, other},
-		wantEvents: []string{"Warning CleanupFailed"}, wantCondition: true,
-	}, {
-		name: "failure past the deadline warns but keeps the finalizer", deletedAgo: 2 * time.Hour,
-		finalizers: []string{ours, other}, second: fail, deadline: time.Hour,
-		wantErr: true, wantRan: []string{"first", "second"}, wantFinalizers: []string{ours, other},
-		wantEvents: []string{"Warning CleanupFailed", "Warning CleanupOverdue"}, wantCondition: true,
-	}, {
-		name: "failure past the deadline with RemoveAfterDeadline removes it", deletedAgo: 2 * time.Hour,
-		finalizers: []string{ours, other}, second: fail, deadline: time.Hour, force: true,
-		wantDone: true, wantRan: []string{"first", "second"}, wantFinalizers: []string{other},
-		wantEvents:    []string{"Warning CleanupFailed", "Warning CleanupOverdue", "Warning FinalizerForceRemoved"},
-		wantCondition: true,
-	}, {
-		name: "waiting past the deadline warns but keeps the finalizer", deletedAgo: 2 * time.Hour,
-		finalizers: []string{ours, other}, second: wait, deadline: time.Hour,
-		wantRes: Result{RequeueAfter: time.Minute}, wantRan: []string{"first", "second"},
-		wantFinalizers: []string{ours, other}, wantEvents: []string{"Warning CleanupOverdue"},
-	}, {
-		name: "waiting past the deadline with RemoveAfterDeadline removes it", deletedAgo: 2 * time.Hour,
-		finalizers: []string{ours, other}, second: wait, deadline: time.Hour, force: true,
-		wantDone: true, wantRan: []string{"first", "second"}, wantFinalizers: []string{other},
-		wantEvents: []string{"Warning CleanupOverdue", "Warning FinalizerForceRemoved"},
-	}, {
-		name: "RemoveAfterDeadline without a Deadline does nothing", deletedAgo: 1000 * time.Hour,
-		finalizers: []string{ours, other}, second: fail, force: true,
-		wantErr: true, wantRan: []string{"first", "second"}, wantFinalizers: []string{ours, other},
-		wantEvents: []string{"Warning CleanupFailed"}, wantCondition: true,
-	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			fw := newFakeWorld(t, tt.deletedAgo, tt.finalizers...)
-			var ran []string
-			record := func(name string, run func(context.Context, *testv1.Widget) (Result, error)) Step[*testv1.Widget] {
-				return Step[*testv1.Widget]{Name: name, Run: func(ctx context.Context, w *testv1.Widget) (Result, error) {
-					ran = append(ran, name)
-					return run(ctx, w)
-				}}
-			}
-			f := &Finalizer[*testv1.Widget]{
-				Name: ours, Client: fw.c, Recorder: fw.rec, Deadline: tt.deadline, RemoveAfterDeadline: tt.force,
-				Steps: []Step[*testv1.Widget]{record("first", ok), record("second", tt.second), record("third", ok)},
-			}
-
-			done, res, err := f.Finalize(ctx, fw.w)
-
-			assert.Equal(t, tt.wantDone, done, "done")
-			assert.Equal(t, tt.wantRes, res, "result")
-			if tt.wantErr {
-				require.Error(t, err)
-				assert.ErrorIs(t, err, boom)
-				assert.Contains(t, err.Error(), `cleanup step "second"`)
-			} else {
-				require.NoError(t, err)
-			}
-			assert.Equal(t, tt.wantRan, ran, "steps run")
-			assert.Equal(t, tt.wantFinalizers, fw.serverFinalizers(t), "finalizers on the server")
-			assert.Equal(t, tt.wantEvents, reasons(drain(fw.rec.Events)), "events")
-			ready := conditions.Get(fw.w, conditions.Ready)
-			if !tt.wantCondition {
-				assert.Nil(t, ready, "Ready condition")
-				return
-			}
-			require.NotNil(t, ready, "Ready condition")
-			assert.Equal(t, metav1.ConditionFalse, ready.Status)
-			assert.Equal(t, ReasonCleanupFailed, ready.Reason)
-			assert.Equal(t, "cleanup step second: boom", ready.Message)
-		})
-	}
-}
-
-func TestFinalizeEventNotes(t *testing.T) {
-	ctx := context.Background()
-	fw := newFakeWorld(t, 3*time.Hour, ours, other)
-	f := &Finalizer[*testv1.Widget]{
-		Name: ours, Client: fw.c, Recorder: fw.rec, Deadline: time.Hour, RemoveAfterDeadline: true,
-		Steps: []Step[*testv1.Widget]{{Name: "drop-db", Run: func(context.Context, *testv1.Widget) (Result, error) {
-			return Result{}, errors.New("100% broken: " + strings.Repeat("x", 2*noteLimit))
-		}}},
-	}
-	_, _, err := f.Finalize(ctx, fw.w)
-	require.NoError(t, err)
-
-	evs := drain(fw.rec.Events)
-	require.Len(t, evs, 3)
-	assert.True(t, strings.HasPrefix(evs[0], "Warning CleanupFailed cleanup step drop-db: 100% broken: xxx"),
-		"a %% in the error is not treated as a format verb: %q", evs[0][:60])
-	assert.Regexp(t, `^Warning CleanupOverdue cleanup has been stuck for 3h0m\d+s since deletion \(deadline 1h0m0s\): step drop-db fails: 100% broken`, evs[1])
-	assert.Regexp(t, `^Warning FinalizerForceRemoved removed finalizer apps.example.com/cleanup without completing cleanup`, evs[2])
-	for _, e := range evs {
-		note := strings.SplitN(e, " ", 3)[2]
-		assert.LessOrEqual(t, len(note), noteLimit, "the API server rejects longer notes")
-	}
-}
-
-func TestFinalizeRejectsMisuse(t *testing.T) {
-	fw := newFakeWorld(t, 0, ours)
-	ok := func(context.Context, *testv1.Widget) (Result, error) { return Result{}, nil }
-	tests := []struct {
-		name    string
-		f       Finalizer[*testv1.Widget]
-		obj     *testv1.Widget
-		wantErr string
-	}{
-		{"unqualified name", Finalizer[*testv1.Widget]{Name: "cleanup", Client: fw.c}, fw.w, "must be domain-qualified"},
-		{"invalid name", Finalizer[*testv1.Widget]{Name: "a.com/-x-", Client: fw.c}, fw.w, "invalid finalizer name"},
-		{"no client", Finalizer[*testv1.Widget]{Name: ours}, fw.w, "Client is nil"},
-		{"unnamed step", Finalizer[*testv1.Widget]{Name: ours, Client: fw.c, Steps: []Step[*testv1.Widget]{{Run: ok}}}, fw.w, "Steps[0].Name is empty"},
-		{"duplicate step", Finalizer[*testv1.Widget]{Name: ours, Client: fw.c, Steps: []Step[*testv1.Widget]{{Name: "a", Run: ok}, {Name: "a", Run: ok}}}, fw.w, `Steps[1].Name "a" is not unique`},
-		{"step without Run", Finalizer[*testv1.Widget]{Name: ours, Client: fw.c, Steps: []Step[*testv1.Widget]{{Name: "a"}}}, fw.w, "Steps[0] (a).Run is nil"},
-		{"object not being deleted", Finalizer[*testv1.Widget]{Name: ours, Client: fw.c}, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "live", Namespace: "ns", Finalizers: []string{ours}}}, "Widget ns/live is not being deleted"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			done, _, err := tt.f.Finalize(context.Background(), tt.obj)
-			require.ErrorContains(t, err, tt.wantErr)
-			assert.False(t, done)
-		})
-	}
-	assert.Equal(t, []string{ours}, fw.serverFinalizers(t), "nothing was removed")
-}
 
 // TestPatchCarriesOnlyFinalizersAndLock pins the wire format the envtest
 // suite relies on: the patch names no spec or status field and is locked to
@@ -412,28 +198,54 @@ func TestValidateName(t *testing.T) {
 	}
 }
 
+// TestValidateNameMatchesEnsure: ValidateName, the check a caller runs where
+// the name is configured (reconciler.New does), accepts exactly the names
+// Ensure accepts, so a name that passed at start-up never fails a pass; and
+// it rejects the unqualified names Remove still takes for legacy cleanup.
+func TestValidateNameMatchesEnsure(t *testing.T) {
+	s, err := testenv.NewScheme()
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		name string
+		ok   bool
+	}{
+		{"apps.example.com/cleanup", true},
+		{"example.com/a_b-c.d", true},
+		{"cleanup", false},
+		{"orphan", false},
+		{"foregroundDeletion", false},
+		{"", false},
+		{"example.com/", false},
+		{"Example.com/x", false},
+		{"example.com/clean up", false},
+		{"a/b/c", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			verr := ValidateName(tt.name)
+			if tt.ok {
+				assert.NoError(t, verr)
+			} else {
+				assert.ErrorContains(t, verr, "invalid finalizer name")
+			}
+			w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns"}}
+			c := fake.NewClientBuilder().WithScheme(s).WithObjects(w).Build()
+			_, eerr := Ensure(context.Background(), c, w, tt.name)
+			assert.Equal(t, verr == nil, eerr == nil, "ValidateName: %v; Ensure: %v", verr, eerr)
+		})
+	}
+	assert.ErrorContains(t, ValidateName("cleanup"), `must be domain-qualified, like "example.com/cleanup"`)
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns", Finalizers: []string{"cleanup"}}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(w).Build()
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(w), w))
+	removed, err := Remove(context.Background(), c, w, "cleanup")
+	require.NoError(t, err, "Remove takes an unqualified legacy name")
+	assert.True(t, removed)
+}
+
 func TestInvalidNamesSendNothing(t *testing.T) {
 	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns", ResourceVersion: "1"}}
 	_, err := Ensure(context.Background(), nil, w, "cleanup")
 	assert.ErrorContains(t, err, "adding finalizer to *v1.Widget ns/w: invalid finalizer name")
 	_, err = Remove(context.Background(), nil, w, "")
 	assert.ErrorContains(t, err, "removing finalizer from *v1.Widget ns/w: invalid finalizer name")
-}
-
-func TestTruncate(t *testing.T) {
-	tests := []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"exactly10!", 10, "exactly10!"},
-		{"0123456789abc", 10, "0123456…"},
-		{"ééééé", 8, "éé…"}, // 2-byte runes: never cut one in half
-	}
-	for _, tt := range tests {
-		got := truncate(tt.in, tt.n)
-		assert.Equal(t, tt.want, got)
-		assert.LessOrEqual(t, len(got), tt.n)
-	}
 }
