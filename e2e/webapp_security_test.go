@@ -6,17 +6,21 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -26,7 +30,11 @@ import (
 )
 
 // TestWebAppSecurity checks that the operator needs no more than its
-// generated RBAC and that its pods meet Pod Security "restricted".
+// generated RBAC, that the RBAC lets it write its own webhook
+// configurations, certificate Secret and Lease and no others of their
+// kinds, that every permission it holds is in the least-privilege
+// assessment (operatorPermissions, with why it is needed), and that its
+// pods meet Pod Security "restricted".
 func TestWebAppSecurity(t *testing.T) {
 	leastPrivilege := features.New("the operator runs with least privilege").
 		WithLabel("area", "security").
@@ -73,9 +81,15 @@ func TestWebAppSecurity(t *testing.T) {
 				{"delete a WebApp", func() error {
 					return c.Delete(ctx, &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "absent", Namespace: ns}}, client.DryRunAll)
 				}, false},
-				{"list Secrets in webapp-system (its certificate)", func() error {
+				{"list Secrets in webapp-system", func() error {
 					return c.List(ctx, &corev1.SecretList{}, client.InNamespace(operatorNamespace))
+				}, false},
+				{"list its certificate Secret in webapp-system (field selector metadata.name)", func() error {
+					return c.List(ctx, &corev1.SecretList{}, client.InNamespace(operatorNamespace), client.MatchingFields{"metadata.name": certSecretName})
 				}, true},
+				{"list ValidatingWebhookConfigurations", func() error {
+					return c.List(ctx, &admissionregistrationv1.ValidatingWebhookConfigurationList{})
+				}, false},
 				{"list Deployments cluster-wide", func() error { return c.List(ctx, &appsv1.DeploymentList{}) }, true},
 			}
 			for _, tt := range tests {
@@ -89,36 +103,158 @@ func TestWebAppSecurity(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("the operator may write its own webhook configurations, certificate Secret and Lease, and no others", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			ns := Namespace(ctx, t)
+			admin := cfg.Client().Resources().GetControllerRuntimeClient()
+			c := operatorClient(t)
+			// Next to each of the operator's own objects, one of the same
+			// kind that is not its own: a webhook configuration of each kind
+			// (without webhooks: it admits nothing), a Secret and a Lease in
+			// the operator's namespace.
+			foreign := "e2e-not-the-operators-" + ns
+			kinds := []struct {
+				kind          string
+				own, foreign  client.Object
+				list          func() client.ObjectList
+				listOwn       bool // the Rotator's informers list and watch its objects by name; the Lease lock only gets
+				createAllowed bool // create cannot be limited by name
+			}{
+				{
+					"MutatingWebhookConfiguration",
+					&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutatingConfigName}},
+					&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: foreign}},
+					func() client.ObjectList { return &admissionregistrationv1.MutatingWebhookConfigurationList{} },
+					true, false,
+				},
+				{
+					"ValidatingWebhookConfiguration",
+					&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validatingConfigName}},
+					&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: foreign}},
+					func() client.ObjectList { return &admissionregistrationv1.ValidatingWebhookConfigurationList{} },
+					true, false,
+				},
+				{
+					"Secret",
+					&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: certSecretName, Namespace: operatorNamespace}},
+					&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: foreign, Namespace: operatorNamespace}, StringData: map[string]string{"password": "not the operator's"}},
+					func() client.ObjectList { return &corev1.SecretList{} },
+					true, true,
+				},
+				{
+					"Lease",
+					&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName, Namespace: operatorNamespace}},
+					&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: foreign, Namespace: operatorNamespace}},
+					func() client.ObjectList { return &coordinationv1.LeaseList{} },
+					false, true,
+				},
+			}
+			for _, k := range kinds {
+				obj := k.foreign.DeepCopyObject().(client.Object)
+				if err := admin.Create(ctx, obj); err != nil {
+					t.Fatalf("creating %s %s: %v", k.kind, foreign, err)
+				}
+				t.Cleanup(func() {
+					if err := admin.Delete(context.WithoutCancel(ctx), obj); err != nil && !apierrors.IsNotFound(err) {
+						t.Errorf("deleting %s %s: %v", k.kind, foreign, err)
+					}
+				})
+			}
+
+			check := func(what string, err error, allowed bool) {
+				t.Helper()
+				switch {
+				case allowed && err != nil:
+					t.Errorf("as the operator, %s: %v, want allowed", what, err)
+				case !allowed && !apierrors.IsForbidden(err):
+					t.Errorf("as the operator, %s: err = %v, want Forbidden", what, err)
+				}
+			}
+			for _, k := range kinds {
+				for _, o := range []struct {
+					whose string
+					obj   client.Object
+					mine  bool
+				}{{"its own", k.own, true}, {"not its own", k.foreign, false}} {
+					key := client.ObjectKeyFromObject(o.obj)
+					what := func(op string) string { return fmt.Sprintf("%s %s %s (%s)", op, k.kind, key, o.whose) }
+					check(what("get"), c.Get(ctx, key, o.obj.DeepCopyObject().(client.Object)), o.mine)
+					check(what("list (field selector metadata.name)"),
+						c.List(ctx, k.list(), client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name}), o.mine && k.listOwn)
+					// The current object, read as admin, written back as the
+					// operator; a dry run, so nothing changes either way. The
+					// Lease is renewed every 2s: retry conflicts.
+					err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+						cur := o.obj.DeepCopyObject().(client.Object)
+						if err := admin.Get(ctx, key, cur); err != nil {
+							return err
+						}
+						return c.Update(ctx, cur, client.DryRunAll)
+					})
+					check(what("update"), err, o.mine)
+					check(what("delete"), c.Delete(ctx, o.obj.DeepCopyObject().(client.Object), client.DryRunAll), false)
+				}
+				in := k.own.GetNamespace()
+				check(fmt.Sprintf("list every %s in %q", k.kind, in), c.List(ctx, k.list(), client.InNamespace(in)), false)
+				created := k.foreign.DeepCopyObject().(client.Object)
+				created.SetName(foreign + "-new")
+				check(fmt.Sprintf("create %s %s (dry run)", k.kind, created.GetName()), c.Create(ctx, created, client.DryRunAll), k.createAllowed)
+			}
+			return ctx
+		}).
 		Assess("SubjectAccessReview and kubectl auth can-i agree", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			ns := Namespace(ctx, t)
+			const admission = "admissionregistration.k8s.io"
 			tests := []struct {
-				verb, group, resource, subresource, namespace string
-				allowed                                       bool
+				verb, group, resource, subresource, namespace, name string
+				allowed                                             bool
 			}{
-				{"get", "", "secrets", "", "default", false},
-				{"list", "", "secrets", "", "", false},
-				{"create", "", "secrets", "", ns, false},
-				{"delete", "apps.example.com", "webapps", "", ns, false},
-				{"update", "coordination.k8s.io", "leases", "", "default", false},
-				{"create", "apps", "deployments", "", ns, true},
-				{"patch", "apps.example.com", "webapps", "status", ns, true},
-				{"update", "apps.example.com", "webapps", "finalizers", ns, true},
-				{"update", "coordination.k8s.io", "leases", "", operatorNamespace, true},
-				{"patch", "", "configmaps", "", operatorNamespace, true},
+				{"get", "", "secrets", "", "default", "", false},
+				{"list", "", "secrets", "", "", "", false},
+				{"create", "", "secrets", "", ns, "", false},
+				{"delete", "apps.example.com", "webapps", "", ns, "", false},
+				{"update", "coordination.k8s.io", "leases", "", "default", leaseName, false},
+				{"create", "apps", "deployments", "", ns, "", true},
+				{"patch", "apps.example.com", "webapps", "status", ns, "", true},
+				{"update", "apps.example.com", "webapps", "finalizers", ns, "", true},
+				{"patch", "", "configmaps", "", operatorNamespace, "", true},
+				// Limited by name: its Lease, its certificate Secret, its two
+				// webhook configurations.
+				{"update", "coordination.k8s.io", "leases", "", operatorNamespace, leaseName, true},
+				{"update", "coordination.k8s.io", "leases", "", operatorNamespace, "kube-controller-manager", false},
+				{"list", "coordination.k8s.io", "leases", "", operatorNamespace, "", false},
+				{"delete", "coordination.k8s.io", "leases", "", operatorNamespace, leaseName, false},
+				{"create", "coordination.k8s.io", "leases", "", operatorNamespace, "", true},
+				{"update", "", "secrets", "", operatorNamespace, certSecretName, true},
+				{"watch", "", "secrets", "", operatorNamespace, certSecretName, true},
+				{"get", "", "secrets", "", operatorNamespace, "some-other-secret", false},
+				{"update", "", "secrets", "", operatorNamespace, "some-other-secret", false},
+				{"watch", "", "secrets", "", operatorNamespace, "", false},
+				{"delete", "", "secrets", "", operatorNamespace, certSecretName, false},
+				{"create", "", "secrets", "", operatorNamespace, "", true},
+				{"update", admission, "mutatingwebhookconfigurations", "", "", mutatingConfigName, true},
+				{"update", admission, "validatingwebhookconfigurations", "", "", validatingConfigName, true},
+				{"list", admission, "validatingwebhookconfigurations", "", "", validatingConfigName, true},
+				{"update", admission, "mutatingwebhookconfigurations", "", "", "some-other-webhook", false},
+				{"update", admission, "validatingwebhookconfigurations", "", "", "some-other-webhook", false},
+				{"update", admission, "validatingwebhookconfigurations", "", "", mutatingConfigName, false},
+				{"patch", admission, "validatingwebhookconfigurations", "", "", validatingConfigName, false},
+				{"delete", admission, "validatingwebhookconfigurations", "", "", validatingConfigName, false},
+				{"watch", admission, "mutatingwebhookconfigurations", "", "", "", false},
+				{"create", admission, "validatingwebhookconfigurations", "", "", "", false},
 			}
 			for _, tt := range tests {
 				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 					User:   operatorUser,
 					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + operatorNamespace, "system:authenticated"},
 					ResourceAttributes: &authorizationv1.ResourceAttributes{
-						Verb: tt.verb, Group: tt.group, Resource: tt.resource, Subresource: tt.subresource, Namespace: tt.namespace,
+						Verb: tt.verb, Group: tt.group, Resource: tt.resource, Subresource: tt.subresource, Namespace: tt.namespace, Name: tt.name,
 					},
 				}}
 				if err := cfg.Client().Resources().Create(ctx, sar); err != nil {
 					t.Fatal(err)
 				}
 				if sar.Status.Allowed != tt.allowed {
-					t.Errorf("SubjectAccessReview %s %s/%s/%s in %q: allowed = %t, want %t (%s)", tt.verb, tt.group, tt.resource, tt.subresource, tt.namespace, sar.Status.Allowed, tt.allowed, sar.Status.Reason)
+					t.Errorf("SubjectAccessReview %s %s/%s/%s %q in %q: allowed = %t, want %t (%s)", tt.verb, tt.group, tt.resource, tt.subresource, tt.name, tt.namespace, sar.Status.Allowed, tt.allowed, sar.Status.Reason)
 				}
 			}
 			for _, tt := range []struct {
@@ -129,6 +265,11 @@ func TestWebAppSecurity(t *testing.T) {
 				{[]string{"get", "secrets", "--all-namespaces"}, "no"},
 				{[]string{"create", "deployments.apps", "-n", ns}, "yes"},
 				{[]string{"patch", "webapps.apps.example.com", "--subresource=status", "-n", ns}, "yes"},
+				{[]string{"update", "validatingwebhookconfigurations.admissionregistration.k8s.io/" + validatingConfigName}, "yes"},
+				{[]string{"update", "validatingwebhookconfigurations.admissionregistration.k8s.io"}, "no"},
+				{[]string{"update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/some-other-webhook"}, "no"},
+				{[]string{"get", "secrets/" + certSecretName, "-n", operatorNamespace}, "yes"},
+				{[]string{"get", "secrets", "-n", operatorNamespace}, "no"},
 			} {
 				args := append([]string{"auth", "can-i", "--as", operatorUser}, tt.args...)
 				out, err := harness.Kubectl(ctx, args...) // "no" exits 1
@@ -136,6 +277,32 @@ func TestWebAppSecurity(t *testing.T) {
 					t.Errorf("kubectl %s: %q (%v), want %q", strings.Join(args, " "), got, err, tt.want)
 				}
 			}
+			return ctx
+		}).
+		Assess("every permission the operator holds is in the least-privilege assessment, with why it is needed", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			// What the cluster grants (config/local here, config/default on
+			// kind) and what both kustomizations render must be exactly
+			// operatorPermissions.
+			live, err := livePermissions(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			assessPermissions(t, "the suite cluster", live)
+			for _, dir := range []string{"default", "local"} {
+				rc := renderConfig(ctx, t, dir)
+				got, err := rc.rbac.permissions()
+				if err != nil {
+					t.Errorf("config/%s: %v", dir, err)
+				}
+				assessPermissions(t, "config/"+dir, got)
+				// The names in the role are the names the configurations
+				// get after namePrefix (and the operator's flag defaults).
+				if !slices.Equal(rc.mutating, []string{mutatingConfigName}) || !slices.Equal(rc.validating, []string{validatingConfigName}) {
+					t.Errorf("config/%s renders the webhook configurations %v and %v; the role allows updating only %s and %s",
+						dir, rc.mutating, rc.validating, mutatingConfigName, validatingConfigName)
+				}
+			}
+			t.Logf("the operator's permissions and why it needs each:\n%s", describePermissions())
 			return ctx
 		}).
 		Assess("the operator was never denied anything", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {

@@ -12,10 +12,27 @@ import (
 	"github.com/reconcilekit/reconcilekit/webhookkit/certs"
 )
 
-// The Rotator's permissions: its Secret, in the operator's namespace only,
-// and the CA bundles of the two webhook configurations.
-// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch;create;update,namespace=webapp-system
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update
+// The Rotator's permissions, each limited by name (resourceNames) to the
+// objects it owns: its Secret, in the operator's namespace only, and the two
+// webhook configurations whose CA bundles it injects. A compromised
+// operator can neither read nor rewrite any other Secret or webhook
+// configuration.
+//
+// The names are the flag defaults below: the names config/ gives the
+// webhook configurations (after its namePrefix "webapp-"), and the Secret
+// the Rotator creates. Passing other names, or renaming the objects in
+// config/, needs the same change here (then `make manifests`), or the
+// Rotator is denied.
+//
+// list and watch match resourceNames because the Rotator's informers ask
+// for one object each (field selector metadata.name=<name>). create cannot
+// be limited by name: the apiserver authorizes a POST before the new
+// object's name is known. The Rotator creates its Secret when it is
+// missing; create lets no one read, overwrite or delete another Secret.
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch;update,resourceNames=webapp-webhook-server-cert,namespace=webapp-system
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=create,namespace=webapp-system
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update,resourceNames=webapp-mutating-webhook-configuration
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update,resourceNames=webapp-validating-webhook-configuration
 
 // certFlags choose how the webhook server gets its serving certificate:
 // self-managed (the default: webhookkit/certs issues, stores, injects and
@@ -33,9 +50,9 @@ func (c *certFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.mode, "webhook-cert-mode", "self-managed", "Webhook serving certificate: self-managed or external.")
 	fs.StringVar(&c.dir, "webhook-cert-dir", "", "external mode: directory holding tls.crt and tls.key.")
 	fs.StringVar(&c.service, "webhook-service", "webapp-webhook-service", "self-managed mode: the webhook Service the certificate is for.")
-	fs.StringVar(&c.secret, "webhook-cert-secret", "webapp-webhook-server-cert", "self-managed mode: the Secret holding the CA and certificate.")
-	fs.StringVar(&c.mutating, "mutating-webhook-configuration", "webapp-mutating-webhook-configuration", "self-managed mode: configuration to inject the CA bundle into.")
-	fs.StringVar(&c.validating, "validating-webhook-configuration", "webapp-validating-webhook-configuration", "self-managed mode: configuration to inject the CA bundle into.")
+	fs.StringVar(&c.secret, "webhook-cert-secret", "webapp-webhook-server-cert", "self-managed mode: the Secret holding the CA and certificate. The generated role allows only the default name (RBAC markers in certs.go).")
+	fs.StringVar(&c.mutating, "mutating-webhook-configuration", "webapp-mutating-webhook-configuration", "self-managed mode: configuration to inject the CA bundle into. The generated role allows only the default name (RBAC markers in certs.go).")
+	fs.StringVar(&c.validating, "validating-webhook-configuration", "webapp-validating-webhook-configuration", "self-managed mode: configuration to inject the CA bundle into. The generated role allows only the default name (RBAC markers in certs.go).")
 	fs.StringVar(&c.extraIPs, "webhook-cert-ips", "", "self-managed mode: comma-separated extra IP SANs, e.g. 127.0.0.1 for a host-process operator.")
 	fs.StringVar(&c.extraDNS, "webhook-cert-dns-names", "", "self-managed mode: comma-separated extra DNS SANs.")
 }

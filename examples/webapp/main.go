@@ -28,9 +28,15 @@ import (
 	webappwebhook "github.com/reconcilekit/reconcilekit/examples/webapp/internal/webhook"
 )
 
-// Leader election: a Lease in the operator's namespace only, and the
-// core/v1 Event client-go's leader elector records on a new leader.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=webapp-system
+// Leader election: one Lease (LeaderElectionID below), in the operator's
+// namespace only, and the core/v1 Event client-go's leader elector records
+// on a new leader. client-go's Lease lock only gets, creates and updates
+// the Lease (a release is an update), never lists, watches, patches or
+// deletes it. get and update are limited to the Lease by name; create
+// cannot be (the apiserver authorizes a POST before the new object's name
+// is known).
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=webapp-operator.apps.example.com,namespace=webapp-system
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=webapp-system
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch,namespace=webapp-system
 
 func main() {
