@@ -70,10 +70,10 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.R
 		if out.kind == kindContinue {
 			continue
 		}
-		res, err, done := r.cleanupStopped(ctx, s, step.Name, out)
-		if done {
-			return ctrl.Result{}, err
-		}
+		res, err := r.cleanupStopped(ctx, s, step.Name, out)
+		// Also after a forced removal: another finalizer may keep the
+		// object, and Ready must say its cleanup failed (a gone object
+		// is not an error).
 		if _, werr := writeStatus(ctx, s.Client, r.opts.APIReader, orig, obj); werr != nil {
 			return ctrl.Result{}, errors.Join(retryable(err), werr)
 		}
@@ -90,9 +90,9 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.R
 	return ctrl.Result{}, nil
 }
 
-// cleanupStopped reports a cleanup step that did not continue. done says
-// the finalizer was removed anyway (the deadline policy).
-func (r *Reconciler[T]) cleanupStopped(ctx context.Context, s *Scope[T], step string, out Outcome) (res ctrl.Result, err error, done bool) {
+// cleanupStopped reports a cleanup step that did not continue and applies
+// the deadline policy.
+func (r *Reconciler[T]) cleanupStopped(ctx context.Context, s *Scope[T], step string, out Outcome) (res ctrl.Result, err error) {
 	obj := s.Object
 	msg := fmt.Sprintf("cleanup step %s: %s", step, out.conditionMessage())
 	reason := out.reason
@@ -108,37 +108,37 @@ func (r *Reconciler[T]) cleanupStopped(ctx context.Context, s *Scope[T], step st
 		reason = ReasonCleanupFailed
 		r.event(obj, corev1.EventTypeWarning, ReasonCleanupFailed, actionCleanup, msg)
 	}
+	// The deadline first: a forced removal replaces obj with the
+	// server's copy, and the condition must be set on that.
+	deadline := r.opts.CleanupDeadline
+	left := time.Until(obj.GetDeletionTimestamp().Add(deadline))
+	forced, ferr := false, error(nil)
+	if deadline > 0 && left < 0 {
+		forced, ferr = r.overdue(ctx, s, -left+deadline, msg)
+	}
 	if cerr := conditions.MarkFalse(obj, conditions.Ready, reason, "%s", msg); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
-	forced, ferr := r.overdue(ctx, s, msg)
-	if ferr != nil {
-		return res, errors.Join(err, ferr), false
-	}
-	if forced {
+	switch {
+	case ferr != nil:
+		return res, errors.Join(err, ferr)
+	case forced:
 		// The policy chose deletion over cleanup; the events said why.
-		return ctrl.Result{}, nil, true
+		return ctrl.Result{}, nil
+	case deadline > 0 && left > 0 && err == nil && (res.RequeueAfter == 0 || res.RequeueAfter > left):
+		// A waiting step must still be looked at when the deadline
+		// passes, even with no watch to wake it; once it has passed, the
+		// step's own After or a watch event decides.
+		res.RequeueAfter = left
 	}
-	if r.opts.CleanupDeadline > 0 && res.RequeueAfter == 0 && err == nil {
-		// A waiting step with no watch to wake it must still be looked at
-		// when the deadline passes.
-		res.RequeueAfter = max(time.Until(obj.GetDeletionTimestamp().Add(r.opts.CleanupDeadline)), time.Second)
-	}
-	return res, err, false
+	return res, err
 }
 
-// overdue emits CleanupOverdue once the deadline has passed and, with
-// RemoveFinalizerAfterDeadline, removes the finalizer. forced reports
-// whether the finalizer is gone.
-func (r *Reconciler[T]) overdue(ctx context.Context, s *Scope[T], holdup string) (forced bool, err error) {
+// overdue emits CleanupOverdue for an object stuck this long (past the
+// deadline) and, with RemoveFinalizerAfterDeadline, removes the finalizer.
+// forced reports whether the finalizer is gone.
+func (r *Reconciler[T]) overdue(ctx context.Context, s *Scope[T], stuck time.Duration, holdup string) (forced bool, err error) {
 	deadline := r.opts.CleanupDeadline
-	if deadline <= 0 {
-		return false, nil
-	}
-	stuck := time.Since(s.Object.GetDeletionTimestamp().Time)
-	if stuck <= deadline {
-		return false, nil
-	}
 	r.event(s.Object, corev1.EventTypeWarning, ReasonCleanupOverdue, actionCleanup,
 		fmt.Sprintf("cleanup has been stuck for %s since deletion (deadline %s): %s", stuck.Round(time.Second), deadline, holdup))
 	if !r.opts.RemoveFinalizerAfterDeadline {

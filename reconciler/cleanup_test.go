@@ -364,9 +364,6 @@ func TestCleanupWaitingForTheDeadline(t *testing.T) {
 // whatever external calls they make, and emits another CleanupOverdue
 // Warning, forever. A watch event still wakes it, and warns again.
 func TestCleanupWaitingPastTheDeadlineIsNotPolled(t *testing.T) {
-	t.Skip("known bug: cleanupStopped in reconciler/cleanup.go requeues a Wait without After " +
-		"after max(time.Until(deadline), 1s), i.e. every second once the deadline has passed; " +
-		"this test fails with it (RequeueAfter 1s): remove this Skip with the fix")
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{
 		Finalizer:       cleanupFinalizer,
 		CleanupDeadline: time.Nanosecond,
@@ -563,4 +560,29 @@ func TestNewRejectsBadCleanupConfiguration(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A forced removal past the deadline still writes why: when another
+// controller's finalizer keeps the object, its Ready says that our cleanup
+// failed, not whatever the last live pass said.
+func TestForcedRemovalStillReportsTheFailure(t *testing.T) {
+	const other = "other.example.com/keep"
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+		Finalizer:                    cleanupFinalizer,
+		CleanupDeadline:              time.Nanosecond,
+		RemoveFinalizerAfterDeadline: true,
+		Cleanup: []widgetStep{{Name: "delete-bucket", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Error(errors.New("bucket busy"))
+		}}},
+	}, func(w *testv1.Widget) { w.Finalizers = []string{other} })
+	startDeletion(t, f)
+	_, err := f.reconcile()
+	require.NoError(t, err, "the policy chose deletion over cleanup")
+	w := f.get()
+	assert.Equal(t, []string{other}, w.Finalizers)
+	ready := conditions.Get(w, conditions.Ready)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, reconciler.ReasonCleanupFailed, ready.Reason)
+	assert.Equal(t, "cleanup step delete-bucket: bucket busy", ready.Message)
 }
