@@ -515,7 +515,7 @@ func (h *harness) converge(ctx context.Context, op *Operator, ns string) (Phase,
 				}
 				ready := 0
 				for _, a := range list.Items {
-					if a.Status.Ready {
+					if a.Status.IsReady() {
 						ready++
 					}
 				}

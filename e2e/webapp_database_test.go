@@ -45,9 +45,14 @@ func TestWebAppDatabase(t *testing.T) {
 					c.Status == metav1.ConditionFalse && c.Reason == "DatabaseNotFound" && c.Message == wantMsg &&
 					!meta.IsStatusConditionTrue(got.Status.Conditions, conditionReady) &&
 					meta.IsStatusConditionTrue(got.Status.Conditions, conditionReconciling) &&
-					!got.Status.Ready && strings.Contains(got.Status.Message, wantMsg)
+					!got.Status.IsReady() && strings.Contains(got.Status.Message, wantMsg)
 				return ok, describeWebApp(got) + " message=" + got.Status.Message, nil
 			})
+			// The READY column says false, not nothing.
+			out := harness.MustKubectl(ctx, t, "get", "wa", "-n", ns, app, "--no-headers")
+			if row := strings.Fields(out); len(row) < 2 || row[1] != "false" {
+				t.Errorf("kubectl get wa %s: row %q, want READY false", app, strings.TrimSpace(out))
+			}
 			// It waits: nothing is deployed before the database exists.
 			var d appsv1.Deployment
 			if err := cfg.Client().Resources().Get(ctx, app, ns, &d); !apierrors.IsNotFound(err) {

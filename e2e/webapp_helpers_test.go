@@ -107,7 +107,7 @@ func describeWebApp(w *webappv1.WebApp) string {
 		replicas = fmt.Sprint(*w.Spec.Replicas)
 	}
 	return fmt.Sprintf("generation=%d observedGeneration=%d spec.replicas=%s status{ready=%t replicas=%d readyReplicas=%d} conditions=%v",
-		w.Generation, w.Status.ObservedGeneration, replicas, w.Status.Ready, w.Status.Replicas, w.Status.ReadyReplicas, conds)
+		w.Generation, w.Status.ObservedGeneration, replicas, w.Status.IsReady(), w.Status.Replicas, w.Status.ReadyReplicas, conds)
 }
 
 // isReady is kstatus' "current": the status describes the latest spec and
@@ -126,7 +126,7 @@ func waitWebAppReady(ctx context.Context, t *testing.T, cfg *envconf.Config, ns,
 		if w, err = getWebApp(ctx, cfg, ns, name); err != nil {
 			return false, "", err
 		}
-		ok := isReady(w) && w.Status.Ready && (want < 0 || w.Status.ReadyReplicas == want && w.Status.Replicas == want)
+		ok := isReady(w) && w.Status.IsReady() && (want < 0 || w.Status.ReadyReplicas == want && w.Status.Replicas == want)
 		return ok, describeWebApp(w), nil
 	})
 	return w

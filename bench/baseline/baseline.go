@@ -177,8 +177,8 @@ func (r *Reconciler) updateStatus(ctx context.Context, app *webappv1.WebApp) (ct
 		return ctrl.Result{}, err
 	}
 	app.Status.ReadyReplicas = deploy.Status.ReadyReplicas
-	app.Status.Ready = deploy.Status.ReadyReplicas == *deploy.Spec.Replicas
-	if app.Status.Ready {
+	app.Status.Ready = new(deploy.Status.ReadyReplicas == *deploy.Spec.Replicas)
+	if app.Status.IsReady() {
 		app.Status.Message = "Deployment is ready"
 	} else {
 		app.Status.Message = fmt.Sprintf("Waiting for %d/%d replicas", deploy.Status.ReadyReplicas, *deploy.Spec.Replicas)

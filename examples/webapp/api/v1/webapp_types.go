@@ -66,11 +66,15 @@ type ContainerResources struct {
 	Memory *resource.Quantity `json:"memory,omitempty"`
 }
 
+// IsReady reports whether the status says Ready.
+func (s *WebAppStatus) IsReady() bool { return s.Ready != nil && *s.Ready }
+
 // WebAppStatus is the observed state of a WebApp.
 type WebAppStatus struct {
-	// Ready mirrors the Ready condition, for the printer column.
+	// Ready mirrors the Ready condition, for the printer column: true or
+	// false once the WebApp has been reconciled, absent before.
 	// +optional
-	Ready bool `json:"ready,omitempty"`
+	Ready *bool `json:"ready,omitempty"`
 	// Replicas is the number of pods of the Deployment (the scale
 	// subresource's status).
 	// +optional

@@ -34,7 +34,7 @@ func TestNoReadyBeforeRollout(t *testing.T) {
 	f.reconcile()
 	f.rollOut(2)
 	f.reconcile()
-	require.True(t, f.app().Status.Ready)
+	require.True(t, f.app().Status.IsReady())
 
 	f.useClient(reconcilertest.NewClient(f.m.Client,
 		reconcilertest.WithCacheLag(f.m.Cache, reconcilertest.Lag{Kind: "Deployment", Events: 1})))
@@ -49,7 +49,7 @@ func TestNoReadyBeforeRollout(t *testing.T) {
 	require.NotNil(t, ready)
 	assert.Equal(t, app.Generation, app.Status.ObservedGeneration)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status, "Ready for generation %d before its rollout: %+v", app.Generation, ready)
-	assert.False(t, app.Status.Ready)
+	assert.False(t, app.Status.IsReady())
 	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))
 }
 

@@ -262,11 +262,11 @@ func rollout(ctx context.Context, s *scope) reconciler.Outcome {
 // cannot disagree with them.
 func summarize(app *webappv1.WebApp) {
 	ready := conditions.Get(app, conditions.Ready)
-	app.Status.Ready = ready != nil && ready.Status == metav1.ConditionTrue
+	app.Status.Ready = new(ready != nil && ready.Status == metav1.ConditionTrue)
 	switch {
 	case ready == nil:
 		app.Status.Message = ""
-	case app.Status.Ready:
+	case app.Status.IsReady():
 		app.Status.Message = "Ready: " + ready.Message
 	default:
 		app.Status.Message = ready.Message

@@ -186,7 +186,10 @@ func TestLifecycle(t *testing.T) {
 	}
 	app := f.app()
 	assert.Contains(t, app.Finalizers, controller.Finalizer)
-	assert.False(t, app.Status.Ready)
+	assert.False(t, app.Status.IsReady())
+	// Stored as false, not omitted: `kubectl get wa` shows READY false
+	// instead of an empty column.
+	require.NotNil(t, app.Status.Ready, "status.ready is written when false")
 	assert.Equal(t, "Deployment shop: Replicas: 0/3", app.Status.Message)
 	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))
 	assert.Equal(t, "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp", app.Status.Selector)
@@ -205,7 +208,7 @@ func TestLifecycle(t *testing.T) {
 	f.rollOut(3)
 	f.reconcile()
 	app = f.app()
-	assert.True(t, app.Status.Ready)
+	assert.True(t, app.Status.IsReady())
 	assert.Equal(t, int32(3), app.Status.ReadyReplicas)
 	assert.Equal(t, int32(3), app.Status.Replicas)
 	assert.Equal(t, app.Generation, app.Status.ObservedGeneration)
@@ -223,11 +226,11 @@ func TestLifecycle(t *testing.T) {
 	f.reconcile()
 	assert.Equal(t, "registry.example.com/web:v2", f.deployment().Spec.Template.Spec.Containers[0].Image)
 	app = f.app()
-	assert.False(t, app.Status.Ready)
+	assert.False(t, app.Status.IsReady())
 	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))
 	f.rollOut(3)
 	f.reconcile()
-	assert.True(t, f.app().Status.Ready)
+	assert.True(t, f.app().Status.IsReady())
 
 	// Drift: a hand edit of the Deployment is repaired; the foreign
 	// annotation someone added survives.
