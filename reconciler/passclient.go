@@ -36,6 +36,11 @@ import (
 // safe because every write is followed by a watch event and so by another
 // pass. The two compose: with the manager option on, the cache is never
 // older and the overlay never applies.
+//
+// It embeds client.Client rather than using controller-runtime's
+// interceptor package: the interceptor wraps only a client.WithWatch (the
+// manager's client is not one) and the overrides would be the same
+// functions; embedding passes every other method through unchanged.
 type passClient struct {
 	client.Client
 	n *atomic.Int64
