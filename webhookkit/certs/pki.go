@@ -11,8 +11,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -20,6 +18,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // Secret keys. tls.crt and tls.key are those of a kubernetes.io/tls Secret;
@@ -106,44 +106,32 @@ func (m *material) leaf() *x509.Certificate {
 	return m.cert.Leaf
 }
 
+// parseCertsPEM returns the certificates in a PEM bundle. It is
+// cert.ParseCertsPEM (client-go), except that empty input is no error: an
+// absent ca.crt or an empty caBundle simply holds no certificates. Non-empty
+// input without a certificate is an error; like upstream, only CERTIFICATE
+// blocks without PEM headers count.
 func parseCertsPEM(b []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for len(b) > 0 {
-		var block *pem.Block
-		block, b = pem.Decode(b)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, c)
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, nil
 	}
-	return out, nil
+	return cert.ParseCertsPEM(b)
 }
 
+// parseKeyPEM parses a private key with keyutil.ParsePrivateKeyPEM
+// (client-go): the first "PRIVATE KEY" (PKCS #8), "EC PRIVATE KEY" (SEC 1) or
+// "RSA PRIVATE KEY" (PKCS #1) block, skipping others such as the
+// "EC PARAMETERS" block that `openssl ecparam -genkey` writes first.
 func parseKeyPEM(b []byte) (crypto.Signer, error) {
-	block, _ := pem.Decode(b)
-	if block == nil {
-		return nil, errors.New("no PEM block")
+	k, err := keyutil.ParsePrivateKeyPEM(b)
+	if err != nil {
+		return nil, err
 	}
-	if k, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
-		if s, ok := k.(crypto.Signer); ok {
-			return s, nil
-		}
+	s, ok := k.(crypto.Signer)
+	if !ok {
 		return nil, fmt.Errorf("unsupported key type %T", k)
 	}
-	if k, err := x509.ParseECPrivateKey(block.Bytes); err == nil {
-		return k, nil
-	}
-	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
-		return k, nil
-	}
-	return nil, errors.New("unsupported private key encoding")
+	return s, nil
 }
 
 func publicKeysEqual(a, b crypto.PublicKey) bool {
@@ -152,24 +140,19 @@ func publicKeysEqual(a, b crypto.PublicKey) bool {
 	return ok && e.Equal(b)
 }
 
-func encodeCertPEM(c *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
-}
-
+// encodeBundle is cert.EncodeCertificates: one CERTIFICATE block per
+// certificate, in order. Writing to a bytes.Buffer cannot fail.
 func encodeBundle(cas []*x509.Certificate) []byte {
-	var b []byte
-	for _, c := range cas {
-		b = append(b, encodeCertPEM(c)...)
-	}
+	b, _ := cert.EncodeCertificates(cas...)
 	return b
 }
 
+// encodeKeyPEM is keyutil.MarshalPrivateKeyToPEM: SEC 1 "EC PRIVATE KEY" for
+// the ECDSA keys the Rotator generates (what cert-manager and kubeadm write
+// too). Keys written before by the kit (PKCS #8 "PRIVATE KEY") still parse,
+// and an unchanged Secret is never re-encoded (material keeps its bytes).
 func encodeKeyPEM(k crypto.Signer) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+	return keyutil.MarshalPrivateKeyToPEM(k)
 }
 
 func fingerprint(c *x509.Certificate) string {
@@ -241,11 +224,15 @@ func newServingCert(ca *x509.Certificate, caKey crypto.Signer, dnsNames []string
 	if err != nil {
 		return nil, nil, fmt.Errorf("signing serving certificate: %w", err)
 	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
 	keyPEM, err = encodeKeyPEM(key)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+	return encodeBundle([]*x509.Certificate{leaf}), keyPEM, nil
 }
 
 // namesMatch reports whether leaf carries exactly dnsNames and ips (in any
