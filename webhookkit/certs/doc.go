@@ -33,5 +33,7 @@
 // [ReadyCheck]; there is deliberately no second file watcher.
 //
 // In both modes [ReadyCheck] keeps the manager unready until a currently
-// valid certificate is actually being served.
+// valid certificate is actually being served: the webhook server's own
+// StartedChecker, which performs a TLS handshake but accepts an expired
+// certificate, plus the served certificate's validity period.
 package certs
