@@ -126,9 +126,11 @@ var operatorPermissions = []struct {
 	{permission{role: managerRole, group: "", resource: "events", verbs: "create,patch"},
 		"client-go's leader elector records a core/v1 Event on the Lease when it is acquired (controller-runtime's " +
 			"deprecated recorder); patch counts repeats. Generated names."},
-	{permission{role: managerRole, group: "", resource: "configmaps", verbs: "create,get,list,patch,watch"},
-		"the route registry ConfigMap (webapp-registry): the manager's cache of webapp-system's ConfigMaps (get/list/watch), " +
-			"create when missing, merge patch of one WebApp's key. Not limited by name: the cache lists and watches the whole namespace."},
+	{permission{role: managerRole, group: "", resource: "configmaps", names: registryName, verbs: "get,list,patch,watch"},
+		"the route registry ConfigMap (webapp-registry): the manager caches it by name (a metadata.name field selector, " +
+			"so list/watch can be limited by name) and merge-patches one WebApp's key."},
+	{permission{role: managerRole, group: "", resource: "configmaps", verbs: "create"},
+		"creates the route registry when it is missing. Not limited by name (create)."},
 	// The secure metrics endpoint (config/rbac/metrics_auth_role.yaml).
 	{permission{role: metricsAuthRole, group: "authentication.k8s.io", resource: "tokenreviews", verbs: "create"},
 		"the metrics endpoint authenticates a scraper's bearer token."},

@@ -216,7 +216,9 @@ func TestWebAppSecurity(t *testing.T) {
 				{"create", "apps", "deployments", "", ns, "", true},
 				{"patch", "apps.example.com", "webapps", "status", ns, "", true},
 				{"update", "apps.example.com", "webapps", "finalizers", ns, "", true},
-				{"patch", "", "configmaps", "", operatorNamespace, "", true},
+				{"patch", "", "configmaps", "", operatorNamespace, registryName, true},
+				{"patch", "", "configmaps", "", operatorNamespace, "kube-root-ca.crt", false},
+				{"list", "", "configmaps", "", operatorNamespace, "", false},
 				// Limited by name: its Lease, its certificate Secret, its two
 				// webhook configurations.
 				{"update", "coordination.k8s.io", "leases", "", operatorNamespace, leaseName, true},

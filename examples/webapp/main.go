@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -133,7 +134,11 @@ func run() error {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&appsv1.Deployment{}: {Label: managed},
-				&corev1.ConfigMap{}:  {Namespaces: map[string]cache.Config{f.namespace: {}}},
+				// Only the registry, so that RBAC can grant it by name.
+				&corev1.ConfigMap{}: {
+					Namespaces: map[string]cache.Config{f.namespace: {}},
+					Field:      fields.OneTermEqualSelector("metadata.name", controller.RegistryName),
+				},
 			},
 		},
 	})

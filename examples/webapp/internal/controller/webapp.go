@@ -72,7 +72,11 @@ const dbRefIndex = "spec.dbRef"
 // +kubebuilder:rbac:groups=apps.example.com,resources=webapps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;create;patch,namespace=webapp-system
+// The registry ConfigMap by name only (main.go caches it with a
+// metadata.name field selector, which is what lets list and watch be limited
+// by name); create cannot be limited by name, so it is a rule of its own.
+// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;patch,namespace=webapp-system,resourceNames=webapp-registry
+// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=create,namespace=webapp-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup builds the WebApp reconciler and registers it, with its watches,
