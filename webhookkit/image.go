@@ -32,7 +32,10 @@ func (r imageRef) String() string {
 	return s
 }
 
-const maxImageNameLength = 255
+// maxRepositoryLength bounds the repository path as the registry sees it
+// (reference.RepositoryNameTotalLengthMax): without the host, and with the
+// library/ that Docker Hub puts before a one-component name.
+const maxRepositoryLength = 255
 
 var (
 	// pathComponentRE: lower-case alphanumerics separated by '.', '_', '__'
@@ -45,11 +48,23 @@ var (
 )
 
 // digestHexLength lists the digest algorithms accepted and the length of
-// their hex encoding.
-var digestHexLength = map[string]int{"sha256": 64, "sha512": 128}
+// their hex encoding: those of github.com/opencontainers/go-digest.
+var digestHexLength = map[string]int{"sha256": 64, "sha384": 96, "sha512": 128}
 
 // parseImageReference parses s per the distribution reference grammar. It
 // does not require a tag or digest; ImageReference does.
+//
+// Why not github.com/distribution/reference (ParseNormalizedNamed), which
+// docker and containerd use? Its errors do not say what is wrong: "nginx:",
+// "nginx@sha256:short", "team//app:1" and "registry:/app:1" all give
+// "invalid reference format", which a webhook would show as is; ours name the
+// bad part (the tag, the digest's length, the path component, the port). The
+// accepted language is the library's, checked by the differential tests in
+// image_upstream_test.go (TestImageReferenceMatchesUpstream and
+// FuzzImageReferenceMatchesUpstream), except that ours is stricter in two
+// places on purpose: a registry port must be 1-65535 (the library takes any
+// digits) and a bracketed host must be an IPv6 address (the library takes
+// any hex digits and colons, e.g. "[1:2]").
 func parseImageReference(s string) (imageRef, error) {
 	var ref imageRef
 	name := s
@@ -75,14 +90,14 @@ func parseImageReference(s string) (imageRef, error) {
 	if name == "" {
 		return imageRef{}, errors.New("image name must not be empty")
 	}
-	if len(name) > maxImageNameLength {
-		return imageRef{}, fmt.Errorf("image name must be at most %d characters", maxImageNameLength)
-	}
 	if i := strings.IndexByte(name, '/'); i >= 0 && isDomain(name[:i]) {
 		ref.domain, name = name[:i], name[i+1:]
 		if err := validateDomain(ref.domain); err != nil {
 			return imageRef{}, err
 		}
+	}
+	if n := repositoryLength(ref.domain, name); n > maxRepositoryLength {
+		return imageRef{}, fmt.Errorf("repository path must be at most %d characters (is %d)", maxRepositoryLength, n)
 	}
 	for _, c := range strings.Split(name, "/") {
 		if !pathComponentRE.MatchString(c) {
@@ -91,6 +106,19 @@ func parseImageReference(s string) (imageRef, error) {
 	}
 	ref.path = name
 	return ref, nil
+}
+
+// repositoryLength is the length of path as the registry domain sees it: on
+// Docker Hub (no domain, docker.io or index.docker.io) a one-component path
+// is library/<path>.
+func repositoryLength(domain, path string) int {
+	switch domain {
+	case "", "docker.io", "index.docker.io":
+		if !strings.Contains(path, "/") {
+			return len("library/") + len(path)
+		}
+	}
+	return len(path)
 }
 
 // isDomain reports whether the first path component names a registry, using
@@ -147,7 +175,7 @@ func validateDigest(d string) error {
 	}
 	want, known := digestHexLength[alg]
 	if !known {
-		return fmt.Errorf("digest algorithm %q is not supported (use sha256 or sha512)", alg)
+		return fmt.Errorf("digest algorithm %q is not supported (use sha256, sha384 or sha512)", alg)
 	}
 	if len(hex) != want || !lowerHexRE.MatchString(hex) {
 		return fmt.Errorf("%s digest must be %d lower-case hex characters", alg, want)

@@ -106,8 +106,13 @@ func parseQuantity(path *field.Path, value string) (resource.Quantity, field.Err
 // where a first component is a registry host only if it contains '.' or ':',
 // is "localhost" or contains upper-case letters; path components are
 // lower-case alphanumerics joined by '.', '_', '__' or dashes; tags match
-// [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}; digests are sha256 (64 hex) or sha512
-// (128 hex) in lower case. The name (host and path) is at most 255 characters.
+// [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}; digests are sha256 (64 hex), sha384 (96
+// hex) or sha512 (128 hex) in lower case. The repository path (without the
+// host; on Docker Hub a one-component name counts as library/<name>) is at
+// most 255 characters. It accepts what github.com/distribution/reference's
+// ParseNormalizedNamed accepts with a tag or digest, except a registry port
+// outside 1-65535 and a bracketed host that is not an IPv6 address (see
+// parseImageReference), and its errors name the part that is wrong.
 // An empty value is reported as Required.
 func ImageReference(path *field.Path, value string) field.ErrorList {
 	if value == "" {

@@ -54,7 +54,11 @@ func TestImageReference(t *testing.T) {
 		{"[::1]x/app:1", "unexpected"},
 		{":1", "image name must not be empty"},
 		{"@sha256:" + hex64, "image name must not be empty"},
-		{"registry.io/" + strings.Repeat("a", 255) + ":1", "at most 255"},
+		{"registry.io/" + strings.Repeat("a", 255) + ":1", ""}, // the host does not count
+		{"registry.io/" + strings.Repeat("a", 256) + ":1", "repository path must be at most 255"},
+		{strings.Repeat("a", 247) + ":1", ""},
+		{strings.Repeat("a", 248) + ":1", "at most 255 characters (is 256)"}, // library/ + 248
+		{"nginx@sha384:" + hex64 + hex64[:32], ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.ref, func(t *testing.T) {
