@@ -10,6 +10,13 @@
 # run returns in seconds; the cache key is the set of versions below plus a
 # hash of hack/tools/go.sum, so changing a pin builds into a fresh directory.
 #
+# golangci-lint-kal is golangci-lint with the Kubernetes API linter
+# (sigs.k8s.io/kube-api-linter) compiled in as a module plugin, built from the
+# small module in hack/tools/lint (what `golangci-lint custom` generates, without
+# its git clone). It is keyed on its own: a stamp next to the binary records a
+# hash of hack/tools/lint/go.sum, and a different hash rebuilds that binary only
+# (about a minute), never the control plane.
+#
 # Usage: hack/tools.sh          build what is missing, print the bin directory
 #        hack/tools.sh --dir    print the bin directory, build nothing
 #
@@ -67,6 +74,23 @@ build_tool() {
 	mv "$bin/$name.tmp" "$bin/$name"
 }
 
+# build_keyed_tool NAME MODULE_DIR PACKAGE [LDFLAGS]: go build PACKAGE from its
+# own small module in MODULE_DIR, rebuilt whenever MODULE_DIR/go.sum changes
+# (the hash is kept in $bin/.NAME.sum) without changing the bin directory.
+build_keyed_tool() {
+	local name=$1 dir=$2 pkg=$3 ldflags=${4:-}
+	local key stamp="$bin/.$name.sum"
+	key=$(sha256sum "$dir/go.sum" | cut -c1-12)
+	if [[ -x "$bin/$name" && "$(cat "$stamp" 2>/dev/null)" == "$key" ]]; then
+		return 0
+	fi
+	[[ -n "${TOOLS_ONLY:-}" && " $TOOLS_ONLY " != *" $name "* ]] && return 0
+	announce "$name ($dir, go.sum $key)"
+	(cd "$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/$name.tmp" "$pkg")
+	mv "$bin/$name.tmp" "$bin/$name"
+	echo "$key" >"$stamp"
+}
+
 # install_tool NAME MODULE/PATH@VERSION: go install from the tool's own module.
 install_tool() {
 	local name=$1 ref=$2
@@ -98,6 +122,12 @@ install_tool kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 install_tool kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
 install_tool controller-gen "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"
 install_tool golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+# The API linter's golangci-lint must be the same release as the one above.
+if ! grep -q "github.com/golangci/golangci-lint/v2 $GOLANGCI_LINT_VERSION\$" "$here/tools/lint/go.mod"; then
+	say "error: hack/tools/lint/go.mod does not pin github.com/golangci/golangci-lint/v2 $GOLANGCI_LINT_VERSION"
+	exit 1
+fi
+build_keyed_tool golangci-lint-kal "$here/tools/lint" .
 
 [[ -n "$announced" ]] && say "done"
 echo "$bin"
