@@ -14,6 +14,8 @@ TOOLS_BIN ?= $(shell bash hack/tools.sh --dir)
 export TOOLS_BIN
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
 GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
+# golangci-lint with the Kubernetes API linter compiled in (hack/tools/lint).
+GOLANGCI_KAL := $(TOOLS_BIN)/golangci-lint-kal
 KUBECTL := $(TOOLS_BIN)/kubectl
 # envtest finds etcd and kube-apiserver here.
 export KUBEBUILDER_ASSETS := $(TOOLS_BIN)
@@ -24,6 +26,10 @@ CLUSTER_KUBECONFIG ?= $(CURDIR)/.cluster/reconcilekit.kubeconfig
 WEBAPP := examples/webapp
 # Everything `make generate manifests` writes; `make test` fails when it is stale.
 GENERATED := '*zz_generated*' internal/testapi/crd $(WEBAPP)/config docs/getting-started/config
+# The API packages we ship, checked by the Kubernetes API linter
+# (.golangci-kal.yml). It runs from each directory, so from whichever Go
+# module holds it.
+API_DIRS := $(WEBAPP)/api docs/getting-started/api internal/testapi
 GO_TEST_FLAGS ?=
 
 ##@ General
@@ -82,6 +88,9 @@ vet: ## Run go vet (with the e2e build tag, so e2e code is checked too).
 .PHONY: lint
 lint: tools ## Run golangci-lint.
 	$(GOLANGCI_LINT) run --build-tags e2e ./...
+	@failed=; for d in $(API_DIRS); do echo ">>> kube-api-linter $$d"; \
+		(cd "$$d" && $(GOLANGCI_KAL) run -c "$(CURDIR)/.golangci-kal.yml" ./...) || failed="$$failed $$d"; done; \
+		if [[ -n "$$failed" ]]; then echo "kube-api-linter failed in:$$failed" >&2; exit 1; fi
 
 ##@ Test
 

@@ -132,7 +132,10 @@ func TestDefaulterPatch(t *testing.T) {
 		}
 		return nil
 	}})
-	w := &testv1.Widget{TypeMeta: metav1.TypeMeta{APIVersion: testv1.GroupVersion.String(), Kind: "Widget"}, ObjectMeta: metav1.ObjectMeta{Name: "w"}}
+	// A spec with one field set: an empty spec is left out of the encoding
+	// (omitzero), and the patch would then add the whole spec.
+	w := &testv1.Widget{TypeMeta: metav1.TypeMeta{APIVersion: testv1.GroupVersion.String(), Kind: "Widget"}, ObjectMeta: metav1.ObjectMeta{Name: "w"},
+		Spec: testv1.WidgetSpec{Size: 1}}
 	b, err := json.Marshal(w)
 	require.NoError(t, err)
 	resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{

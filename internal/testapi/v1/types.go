@@ -21,30 +21,42 @@ var (
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
-// WidgetSpec is the desired state of a Widget.
+// WidgetSpec is the desired state of a Widget: absent, or at least one
+// field.
+// +kubebuilder:validation:MinProperties=1
 type WidgetSpec struct {
-	// Size is an arbitrary number tests change to bump the generation.
+	// size is an arbitrary positive number tests change to bump the
+	// generation.
+	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Size int32 `json:"size,omitempty"`
-	// Color is an arbitrary string tests change concurrently with the kit.
+	// color is an arbitrary string tests change concurrently with the kit.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Color string `json:"color,omitempty"`
 }
 
 // WidgetStatus is the observed state of a Widget.
+// +kubebuilder:validation:MinProperties=1
 type WidgetStatus struct {
-	// ObservedGeneration is the generation the status was computed for.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Note is a free-form field a second writer can set, to prove the kit
-	// does not lose another writer's status fields.
-	// +optional
-	Note string `json:"note,omitempty"`
-	// Conditions are the Widget's status conditions.
+	// conditions are the Widget's status conditions, one of each type.
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation the status was computed for.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// note is a free-form field a second writer can set, to prove the kit
+	// does not lose another writer's status fields.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Note string `json:"note,omitempty"`
 }
 
 // Widget is a test-only namespaced resource with a status subresource.
@@ -52,11 +64,17 @@ type WidgetStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 type Widget struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   WidgetSpec   `json:"spec,omitempty"`
-	Status WidgetStatus `json:"status,omitempty"`
+	// spec is the desired state of the Widget.
+	// +optional
+	Spec WidgetSpec `json:"spec,omitempty,omitzero"`
+	// status is the observed state of the Widget.
+	// +optional
+	Status WidgetStatus `json:"status,omitempty,omitzero"`
 }
 
 // GetConditions returns the Widget's conditions.

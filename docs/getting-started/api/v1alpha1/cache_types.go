@@ -14,43 +14,51 @@ const (
 	Available = "Available"
 )
 
-// CacheSpec is the desired state of a Cache.
+// CacheSpec is the desired state of a Cache. Every field has a default, so
+// an empty spec is a valid Cache.
+// +kubebuilder:validation:MinProperties=0
 type CacheSpec struct {
-	// Image is the memcached image. It must carry a tag or a digest.
-	// +kubebuilder:default="memcached:1.6.38"
+	// image is the memcached image. It must carry a tag or a digest.
+	// +default="memcached:1.6.38"
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[^\s@]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$`
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// Replicas is the number of memcached pods, 1 to 10.
+	// replicas is the number of memcached pods, 1 to 10.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10
-	// +kubebuilder:default=1
+	// +default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// Memory is the cache size of each pod: a whole number of mebibytes,
+	// memory is the cache size of each pod: a whole number of mebibytes,
 	// at least 16Mi (for example 64Mi or 1Gi). The pod's memory request and
 	// limit add 32Mi for memcached itself.
-	// +kubebuilder:default="64Mi"
+	// +default="64Mi"
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 }
 
 // CacheStatus is the observed state of a Cache.
+// +kubebuilder:validation:MinProperties=1
 type CacheStatus struct {
-	// ReadyReplicas is the number of ready memcached pods.
-	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
-	// ObservedGeneration is the generation this status was computed for.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Reconciling, Stalled, ConfigValid, Available.
+	// conditions are Ready, Reconciling, Stalled, ConfigValid and
+	// Available, one of each type.
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// readyReplicas is the number of ready memcached pods.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// observedGeneration is the generation this status was computed for.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // Cache runs memcached: a Deployment and a Service of the Cache's name.
@@ -62,11 +70,17 @@ type CacheStatus struct {
 // +kubebuilder:printcolumn:name="Replicas",type="integer",JSONPath=".spec.replicas"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type Cache struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   CacheSpec   `json:"spec"`
-	Status CacheStatus `json:"status,omitempty"`
+	// spec is the desired state of the Cache.
+	// +required
+	Spec CacheSpec `json:"spec,omitempty"`
+	// status is the observed state of the Cache, written by the operator.
+	// +optional
+	Status CacheStatus `json:"status,omitempty,omitzero"`
 }
 
 // GetConditions returns the Cache's conditions (conditions.Getter).

@@ -21,7 +21,7 @@ type WebAppSpec struct {
 	// the request to this type's encoding, so without omitempty a missing
 	// image would come back as "" and pass the schema's required check.
 
-	// Image is the container image to run. It must carry a tag or a digest
+	// image is the container image to run. It must carry a tag or a digest
 	// (for example registry.example.com/web:v2.1.0 or web@sha256:...), so a
 	// rollout is always to a known version; "latest" is allowed but warned
 	// about.
@@ -31,37 +31,39 @@ type WebAppSpec struct {
 	// +kubebuilder:validation:Pattern=`^[^\s@]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$`
 	Image string `json:"image,omitempty"`
 
-	// Replicas is the number of pods to run, 1 to 100. Defaults to 1. It is
+	// replicas is the number of pods to run, 1 to 100. Defaults to 1. It is
 	// also the scale subresource's spec, so `kubectl scale webapp` and a
 	// HorizontalPodAutoscaler change it.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
-	// +kubebuilder:default=1
+	// +default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// DBRef names the app's database: a Service in the same namespace (as a
+	// dbRef names the app's database: a Service in the same namespace (as a
 	// database operator creates for its cluster). The WebApp waits, with
 	// DatabaseReady=False, until that Service exists, and its pods get
 	// DATABASE_HOST set to the Service's cluster DNS name.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	DBRef string `json:"dbRef,omitempty"`
 
-	// Resources are the CPU and memory each pod requests and is limited to.
+	// resources are the CPU and memory each pod requests and is limited to.
 	// Defaults to 500m CPU and 256Mi memory.
 	// +optional
 	Resources *ContainerResources `json:"resources,omitempty"`
 }
 
 // ContainerResources are a pod's CPU and memory, used as both request and
-// limit (Guaranteed QoS).
+// limit (Guaranteed QoS). An empty object is refused: omit it instead.
+// +kubebuilder:validation:MinProperties=1
 type ContainerResources struct {
-	// CPU in cores, for example 500m or 2.
+	// cpu in cores, for example 500m or 2.
 	// +optional
 	CPU *resource.Quantity `json:"cpu,omitempty"`
-	// Memory in bytes, for example 256Mi or 1Gi.
+	// memory in bytes, for example 256Mi or 1Gi.
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 }
@@ -70,35 +72,44 @@ type ContainerResources struct {
 func (s *WebAppStatus) IsReady() bool { return s.Ready != nil && *s.Ready }
 
 // WebAppStatus is the observed state of a WebApp.
+// +kubebuilder:validation:MinProperties=1
 type WebAppStatus struct {
-	// Ready mirrors the Ready condition, for the printer column: true or
+	// conditions are Ready, Reconciling, Stalled (kstatus), DatabaseReady
+	// and Available, one of each type.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ready mirrors the Ready condition, for the printer column: true or
 	// false once the WebApp has been reconciled, absent before.
 	// +optional
 	Ready *bool `json:"ready,omitempty"`
-	// Replicas is the number of pods of the Deployment (the scale
+	// replicas is the number of pods of the Deployment (the scale
 	// subresource's status).
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
-	// ReadyReplicas is the number of ready pods.
+	// readyReplicas is the number of ready pods.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
-	// Message is a one-line human summary, for example
-	// "Waiting for 2/3 replicas".
+	// message is a one-line human summary, for example
+	// "Waiting for 2/3 replicas": the Ready condition's message (at most
+	// 32768 characters), with a short prefix when Ready.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=33024
 	// +optional
 	Message string `json:"message,omitempty"`
-	// Selector is the label selector of the pods, in string form, for the
+	// selector is the label selector of the pods, in string form, for the
 	// scale subresource (and so for HorizontalPodAutoscalers).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
 	// +optional
 	Selector string `json:"selector,omitempty"`
-	// ObservedGeneration is the generation this status was computed for.
+	// observedGeneration is the generation this status was computed for.
+	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Reconciling, Stalled (kstatus), DatabaseReady,
-	// Available.
-	// +listType=map
-	// +listMapKey=type
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // WebApp runs a stateless web application: a Deployment and a Service,
@@ -113,11 +124,17 @@ type WebAppStatus struct {
 // +kubebuilder:printcolumn:name="Image",type="string",JSONPath=".spec.image"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type WebApp struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   WebAppSpec   `json:"spec"`
-	Status WebAppStatus `json:"status,omitempty"`
+	// spec is the desired state of the WebApp.
+	// +required
+	Spec WebAppSpec `json:"spec,omitzero"`
+	// status is the observed state of the WebApp, written by the operator.
+	// +optional
+	Status WebAppStatus `json:"status,omitempty,omitzero"`
 }
 
 // GetConditions returns the WebApp's conditions (conditions.Getter).
