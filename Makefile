@@ -23,6 +23,23 @@ export KUBEBUILDER_ASSETS := $(TOOLS_BIN)
 # The local cluster's kubeconfig (never the user's ~/.kube/config).
 CLUSTER_KUBECONFIG ?= $(CURDIR)/.cluster/reconcilekit.kubeconfig
 
+# Go modules: the library at the root, and nested modules for the code whose
+# dependencies the library must not carry (examples/, bench/, docs/ and e2e/,
+# each built against this checkout through a replace directive; the root's
+# internal/leanmod test keeps its go.mod lean). e2e/ holds only e2e-tagged
+# code, so the plain go targets run in $(MODULES) and test-e2e runs e2e/.
+# hack/tools is the toolchain's own module, built by hack/tools.sh.
+MODULES := . examples bench docs
+E2E_MODULE := e2e
+# Every module is built with its own go.mod: a local go.work would mix the
+# nested modules' requirements into the library's.
+export GOWORK := off
+# $(call each-module,CMD[,DIRS]): run CMD in each module directory (default
+# $(MODULES)); fail once all have run if any failed.
+each-module = failed=; for m in $(or $(2),$(MODULES)); do echo ">>> module $$m"; \
+	(cd "$$m" && $(1)) || failed="$$failed $$m"; done; \
+	if [[ -n "$$failed" ]]; then echo "failed in module(s):$$failed" >&2; exit 1; fi
+
 WEBAPP := examples/webapp
 # Everything `make generate manifests` writes; `make test` fails when it is stale.
 GENERATED := '*zz_generated*' internal/testapi/crd $(WEBAPP)/config docs/getting-started/config
@@ -55,18 +72,20 @@ envtest-assets: tools ## Print the KUBEBUILDER_ASSETS directory (last line) for 
 
 .PHONY: generate
 generate: tools ## Generate deepcopy code (controller-gen object).
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/testapi/... paths=./$(WEBAPP)/api/... paths=./docs/getting-started/...
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/testapi/...
+	cd examples && $(CONTROLLER_GEN) object:headerFile=../hack/boilerplate.go.txt paths=./webapp/api/...
+	cd docs && $(CONTROLLER_GEN) object:headerFile=../hack/boilerplate.go.txt paths=./getting-started/...
 
 .PHONY: manifests
 manifests: tools ## Generate CRDs, RBAC and webhook manifests from markers (controller-gen).
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./internal/testapi/... output:crd:dir=internal/testapi/crd
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths=./$(WEBAPP)/... \
-		output:crd:artifacts:config=$(WEBAPP)/config/crd/bases \
-		output:rbac:artifacts:config=$(WEBAPP)/config/rbac \
-		output:webhook:artifacts:config=$(WEBAPP)/config/webhook
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths=./docs/getting-started/... \
-		output:crd:artifacts:config=docs/getting-started/config/crd/bases \
-		output:rbac:artifacts:config=docs/getting-started/config/rbac
+	cd examples && $(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths=./webapp/... \
+		output:crd:artifacts:config=webapp/config/crd/bases \
+		output:rbac:artifacts:config=webapp/config/rbac \
+		output:webhook:artifacts:config=webapp/config/webhook
+	cd docs && $(CONTROLLER_GEN) rbac:roleName=manager-role crd paths=./getting-started/... \
+		output:crd:artifacts:config=getting-started/config/crd/bases \
+		output:rbac:artifacts:config=getting-started/config/rbac
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files differ from what is committed.
@@ -77,17 +96,16 @@ verify-generated: generate manifests ## Fail when generated files differ from wh
 	fi
 
 .PHONY: fmt
-fmt: ## Run go fmt.
-	go fmt ./...
+fmt: ## Run go fmt (every module).
+	@$(call each-module,go fmt ./...)
 
 .PHONY: vet
-vet: ## Run go vet (with the e2e build tag, so e2e code is checked too).
-	go vet ./...
-	go vet -tags e2e ./e2e/...
+vet: ## Run go vet in every module (with the e2e build tag, so e2e code is checked too).
+	@$(call each-module,go vet -tags e2e ./...,$(MODULES) $(E2E_MODULE))
 
 .PHONY: lint
-lint: tools ## Run golangci-lint.
-	$(GOLANGCI_LINT) run --build-tags e2e ./...
+lint: tools ## Run golangci-lint (every module).
+	@$(call each-module,$(GOLANGCI_LINT) run --build-tags e2e ./...,$(MODULES) $(E2E_MODULE))
 	@failed=; for d in $(API_DIRS); do echo ">>> kube-api-linter $$d"; \
 		(cd "$$d" && $(GOLANGCI_KAL) run -c "$(CURDIR)/.golangci-kal.yml" ./...) || failed="$$failed $$d"; done; \
 		if [[ -n "$$failed" ]]; then echo "kube-api-linter failed in:$$failed" >&2; exit 1; fi
@@ -96,15 +114,15 @@ lint: tools ## Run golangci-lint.
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (go test -short: no control plane).
-	go test -short -count=1 $(GO_TEST_FLAGS) ./...
+	@$(call each-module,go test -short -count=1 $(GO_TEST_FLAGS) ./...)
 
 .PHONY: test-integration
 test-integration: tools ## Unit and integration tests against envtest (real etcd + kube-apiserver).
-	go test -count=1 -timeout 20m $(GO_TEST_FLAGS) ./...
+	@$(call each-module,go test -count=1 -timeout 20m $(GO_TEST_FLAGS) ./...)
 
 .PHONY: test-e2e
 test-e2e: tools ## End-to-end tests on a local kwok cluster (E2E_PROVIDER=kwok|kind|existing).
-	go test -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS) ./e2e/...
+	cd $(E2E_MODULE) && go test -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-docs
 test-docs: tools ## Follow docs/getting-started.md as a reader: run its commands, write its files, until a Cache is Ready.
@@ -118,7 +136,7 @@ test: verify-generated vet lint test-unit test-integration test-e2e test-docs ##
 BENCH_N ?= 100
 .PHONY: bench
 bench: tools ## API requests, convergence and memory vs the tutorial-style baseline; writes docs/performance.md (BENCH_N=100).
-	go run ./bench/cmd/bench -n $(BENCH_N)
+	cd bench && go run ./cmd/bench -n $(BENCH_N)
 
 ##@ Local cluster
 
@@ -134,7 +152,7 @@ cluster-down: ## Stop the local cluster and every process it started.
 
 .PHONY: build
 build: ## Build the WebApp operator binary into bin/.
-	go build -o bin/webapp-operator ./$(WEBAPP)
+	cd examples && go build -o ../bin/webapp-operator ./webapp
 
 # Against an arbitrary cluster the webhooks are off (nothing routes to this
 # host) and the route registry lives in "default"; `make demo` runs the full
@@ -142,7 +160,7 @@ build: ## Build the WebApp operator binary into bin/.
 RUN_ARGS ?= --enable-webhooks=false --namespace=default --metrics-bind-address=0
 .PHONY: run
 run: ## Run the WebApp operator against the current kubeconfig (RUN_ARGS to change flags).
-	go run ./$(WEBAPP) $(RUN_ARGS)
+	cd examples && go run ./webapp $(RUN_ARGS)
 
 .PHONY: demo
 demo: tools ## Local cluster up, WebApp operator running as its ServiceAccount, sample Ready.

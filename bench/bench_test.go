@@ -63,8 +63,9 @@ func TestHarnessSmoke(t *testing.T) {
 	const n = 3
 	dir := t.TempDir()
 	ours := filepath.Join(dir, "webapp-operator")
-	build := exec.Command("go", "build", "-o", ours, "./examples/webapp")
-	build.Dir = repoRoot()
+	// examples/ is a module of its own (examples/go.mod).
+	build := exec.Command("go", "build", "-o", ours, "./webapp")
+	build.Dir = filepath.Join(repoRoot(), "examples")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build ./examples/webapp:\n%s", out)
 

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +21,7 @@ type Micro struct {
 
 // MicroBenchmark names a benchmark of the repository's hot pure paths.
 type MicroBenchmark struct {
-	Package string // import path relative to the module, e.g. "./conditions"
+	Package string // directory relative to the repository root, e.g. "./conditions"
 	Name    string // BenchmarkX
 }
 
@@ -33,32 +35,65 @@ var MicroBenchmarks = []MicroBenchmark{
 	{"./bench", "BenchmarkMetaSetStatusConditionNoChange"},
 }
 
-// RunMicro runs the benchmarks with `go test -short -bench -benchmem` in
-// the module at dir (-short keeps envtest from starting) and parses their
-// results.
+// RunMicro runs the benchmarks with `go test -short -bench -benchmem`
+// (-short keeps envtest from starting) and parses their results. dir is the
+// repository root; each package is run in the module that holds it (the
+// library's, or a nested one such as bench/go.mod), one `go test` per module.
 func RunMicro(ctx context.Context, dir string, benchmarks []MicroBenchmark) ([]Micro, error) {
-	names := make([]string, 0, len(benchmarks))
-	pkgs := []string{}
+	type run struct{ names, pkgs []string }
+	var modules []string
+	runs := map[string]*run{}
 	for _, b := range benchmarks {
-		names = append(names, b.Name)
-		if !slices.Contains(pkgs, b.Package) {
-			pkgs = append(pkgs, b.Package)
+		mod, pkg := moduleOf(dir, b.Package)
+		r, ok := runs[mod]
+		if !ok {
+			r = &run{}
+			runs[mod] = r
+			modules = append(modules, mod)
+		}
+		r.names = append(r.names, b.Name)
+		if !slices.Contains(r.pkgs, pkg) {
+			r.pkgs = append(r.pkgs, pkg)
 		}
 	}
-	args := append([]string{"test", "-short", "-count=1", "-run=^$", "-benchmem",
-		"-bench=^(" + strings.Join(names, "|") + ")$"}, pkgs...)
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out.String())
-	}
-	res := ParseBenchOutput(out.String())
-	if len(res) != len(benchmarks) {
-		return res, fmt.Errorf("go %s: %d results for %d benchmarks:\n%s", strings.Join(args, " "), len(res), len(benchmarks), out.String())
+	var res []Micro
+	for _, mod := range modules {
+		r := runs[mod]
+		args := append([]string{"test", "-short", "-count=1", "-run=^$", "-benchmem",
+			"-bench=^(" + strings.Join(r.names, "|") + ")$"}, r.pkgs...)
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = filepath.Join(dir, mod)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("(cd %s && go %s): %w\n%s", mod, strings.Join(args, " "), err, out.String())
+		}
+		got := ParseBenchOutput(out.String())
+		if len(got) != len(r.names) {
+			return append(res, got...), fmt.Errorf("(cd %s && go %s): %d results for %d benchmarks:\n%s",
+				mod, strings.Join(args, " "), len(got), len(r.names), out.String())
+		}
+		res = append(res, got...)
 	}
 	return res, nil
+}
+
+// moduleOf splits pkg, a path relative to the repository root dir
+// ("./bench"), into the directory of the module that holds it, relative to
+// dir ("bench", or "." for the library), and the package's path relative to
+// that module (".").
+func moduleOf(dir, pkg string) (mod, rel string) {
+	p := filepath.Clean(filepath.FromSlash(pkg))
+	for d := p; d != "." && d != string(filepath.Separator); d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(dir, d, "go.mod")); err == nil {
+			r, _ := filepath.Rel(d, p)
+			if r == "." {
+				return d, "."
+			}
+			return d, "./" + filepath.ToSlash(r)
+		}
+	}
+	return ".", "./" + filepath.ToSlash(p)
 }
 
 // ParseBenchOutput reads the result lines of `go test -bench -benchmem`

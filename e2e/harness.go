@@ -78,7 +78,7 @@ type Options struct {
 
 // OptionsFromEnv reads [Options] from the E2E_* variables, TOOLS_BIN and
 // KIND_BINARY, and finds the repository root by walking up from the working
-// directory to go.mod.
+// directory to the library's go.mod.
 //
 // Guarantees: an unknown E2E_PROVIDER, or the existing provider without a
 // readable E2E_KUBECONFIG, is an error naming the variable; nothing is
@@ -567,20 +567,24 @@ func lastLine(s string) (string, error) {
 	return last, nil
 }
 
-// findRepoRoot walks up from the working directory to the directory with
-// go.mod (go test runs in the package directory, e2e/).
+// libraryModule is the module path of the repository root's go.mod; e2e/
+// is a module of its own, so the first go.mod above e2e/ is not the root.
+const libraryModule = "github.com/reconcilekit/reconcilekit"
+
+// findRepoRoot walks up from the working directory (go test runs in the
+// package directory, e2e/) to the directory whose go.mod is the library's.
 func findRepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module "+libraryModule+"\n")) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
+			return "", fmt.Errorf("no go.mod of module %s above the working directory", libraryModule)
 		}
 		dir = parent
 	}

@@ -150,8 +150,9 @@ func (o *webappOperator) setupProcess(ctx context.Context, cfg *envconf.Config) 
 		return err
 	}
 	o.binary = filepath.Join(dir, "webapp-operator")
-	build := exec.CommandContext(ctx, "go", "build", "-o", o.binary, "./examples/webapp")
-	build.Dir = o.h.opts.RepoRoot
+	// examples/ is a module of its own (examples/go.mod).
+	build := exec.CommandContext(ctx, "go", "build", "-o", o.binary, "./webapp")
+	build.Dir = filepath.Join(o.h.opts.RepoRoot, "examples")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build ./examples/webapp: %w\n%s", err, out)
 	}

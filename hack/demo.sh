@@ -25,7 +25,7 @@ k apply --server-side -k examples/webapp/config/local >/dev/null
 k wait --for=condition=Established crd/webapps.apps.example.com --timeout=60s >/dev/null
 
 say "building the operator"
-go build -o bin/webapp-operator ./examples/webapp
+(cd examples && go build -o ../bin/webapp-operator ./webapp) # examples/ is a module of its own
 
 operator_kubeconfig=$(bash hack/operator.sh kubeconfig "$kubeconfig")
 bash hack/operator.sh start "$operator_kubeconfig"

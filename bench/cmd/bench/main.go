@@ -2,7 +2,7 @@
 // memory against a tutorial-style baseline on a local kwok cluster, and
 // writes the table to docs/performance.md. `make bench` runs it.
 //
-//	go run ./bench/cmd/bench -n 100
+//	cd bench && go run ./cmd/bench -n 100
 //
 // It starts its own cluster with hack/cluster.sh (CLUSTER_NAME=bench,
 // CLUSTER_DIR=.cluster/bench) and always tears it down, unless -use-cluster
@@ -143,7 +143,7 @@ func run() error {
 	}
 	logf("building the WebApp operator (examples/webapp)")
 	ours := filepath.Join(work, "webapp-operator")
-	if err := goBuild(ctx, repo, ours, "./examples/webapp"); err != nil {
+	if err := goBuild(ctx, filepath.Join(repo, "examples"), ours, "./webapp"); err != nil { // examples/go.mod
 		return err
 	}
 	self, err := os.Executable()
@@ -217,7 +217,7 @@ func run() error {
 		return fmt.Errorf("%w (operator logs are in %s)", err, work)
 	}
 	report := bench.Report{
-		Command:   "go run ./bench/cmd/bench " + strings.Join(os.Args[1:], " "),
+		Command:   "cd bench && go run ./cmd/bench " + strings.Join(os.Args[1:], " "),
 		Machine:   machine,
 		LoadAfter: bench.DescribeMachine("", "").LoadAvg,
 		Result:    res,
@@ -272,7 +272,8 @@ func clusterEnv(dir string) []string {
 	return append(env, "CLUSTER_NAME=bench", "CLUSTER_DIR="+dir, "CLUSTER_KUBECONFIG="+filepath.Join(dir, "bench.kubeconfig"))
 }
 
-// repoRoot finds the module's root from the working directory up.
+// repoRoot finds the repository root, the directory of the library's
+// go.mod (not bench/go.mod), from the working directory up.
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
@@ -290,9 +291,10 @@ func repoRoot() (string, error) {
 	}
 }
 
-func goBuild(ctx context.Context, repo, out, pkg string) error {
+// goBuild builds pkg of the module in dir.
+func goBuild(ctx context.Context, dir, out, pkg string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
-	cmd.Dir = repo
+	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
