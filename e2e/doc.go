@@ -12,10 +12,12 @@
 // on every exit path the process survives, and its logs are kept when
 // something failed.
 //
-// Every file carries the build tag e2e, so `go test ./...` never compiles it.
-// Run it with `make test-e2e`, or directly:
+// Every file carries the build tag e2e, so `go test ./...` never compiles it,
+// and e2e/ is a Go module of its own (e2e/go.mod, built against this
+// checkout's library), so e2e-framework never reaches the library's go.mod.
+// Run it with `make test-e2e`, or directly, in e2e/:
 //
-//	TOOLS_BIN=$(hack/tools.sh | tail -n1) go test -tags e2e ./e2e/... -v -timeout 30m
+//	TOOLS_BIN=$(../hack/tools.sh | tail -n1) go test -tags e2e ./... -v -timeout 30m
 //
 // # Cluster providers
 //
@@ -75,7 +77,7 @@
 //
 // With a container engine and kind installed:
 //
-//	E2E_PROVIDER=kind go test -tags e2e ./e2e/... -v -timeout 30m
+//	cd e2e && E2E_PROVIDER=kind go test -tags e2e ./... -v -timeout 30m
 //
 // The operator stage then does what a developer would:
 //
