@@ -29,17 +29,17 @@ func TestWebAppAPI(t *testing.T) {
 			fold := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 			spec := fold(harness.MustKubectl(ctx, t, "explain", "webapp.spec"))
 			for _, want := range []string{
-				"Image is the container image to run. It must carry a tag or a digest",
-				"Replicas is the number of pods to run, 1 to 100. Defaults to 1.",
-				"DBRef names the app's database",
-				"Resources are the CPU and memory each pod requests and is limited to.",
+				"image is the container image to run. It must carry a tag or a digest",
+				"replicas is the number of pods to run, 1 to 100. Defaults to 1.",
+				"dbRef names the app's database",
+				"resources are the CPU and memory each pod requests and is limited to.",
 				"image <string> -required-",
 			} {
 				if !strings.Contains(spec, want) {
 					t.Errorf("kubectl explain webapp.spec: missing %q in:\n%s", want, spec)
 				}
 			}
-			if got := fold(harness.MustKubectl(ctx, t, "explain", "wa.status.conditions")); !strings.Contains(got, "Conditions: Ready, Reconciling, Stalled (kstatus), DatabaseReady, Available.") {
+			if got := fold(harness.MustKubectl(ctx, t, "explain", "wa.status.conditions")); !strings.Contains(got, "conditions are Ready, Reconciling, Stalled (kstatus), DatabaseReady and Available, one of each type.") {
 				t.Errorf("kubectl explain wa.status.conditions (short name): missing the conditions' documentation in:\n%s", got)
 			}
 			return ctx
