@@ -42,7 +42,7 @@ each-module = failed=; for m in $(or $(2),$(MODULES)); do echo ">>> module $$m";
 
 WEBAPP := examples/webapp
 # Everything `make generate manifests` writes; `make test` fails when it is stale.
-GENERATED := '*zz_generated*' internal/testapi/crd $(WEBAPP)/config docs/getting-started/config
+GENERATED := '*zz_generated*' internal/testapi/crd internal/testapi/v1/applyconfiguration $(WEBAPP)/config docs/getting-started/config
 # The API packages we ship, checked by the Kubernetes API linter
 # (.golangci-kal.yml). It runs from each directory, so from whichever Go
 # module holds it.
@@ -71,8 +71,8 @@ envtest-assets: tools ## Print the KUBEBUILDER_ASSETS directory (last line) for 
 ##@ Development
 
 .PHONY: generate
-generate: tools ## Generate deepcopy code (controller-gen object).
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/testapi/...
+generate: tools ## Generate deepcopy code (controller-gen object) and the test API's apply configurations (controller-gen applyconfiguration).
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt applyconfiguration:headerFile=hack/boilerplate.go.txt paths=./internal/testapi/...
 	cd examples && $(CONTROLLER_GEN) object:headerFile=../hack/boilerplate.go.txt paths=./webapp/api/...
 	cd docs && $(CONTROLLER_GEN) object:headerFile=../hack/boilerplate.go.txt paths=./getting-started/...
 

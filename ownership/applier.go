@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,10 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
@@ -45,27 +45,32 @@ type Applier struct {
 	// Client reads the live objects (reads may come from the manager's
 	// cache) and writes them (writes always go to the apiserver).
 	Client client.Client
-	// Scheme maps typed objects to their GroupVersionKind.
+	// Scheme maps the owner to its GroupVersionKind, and says which owned
+	// kinds are read as typed objects (sharing the informer of an Owns()
+	// watch) rather than unstructured.
 	Scheme *runtime.Scheme
 	// FieldManager is the server-side apply field manager, e.g.
 	// "webapp-operator". Required. Keep it stable: renaming it leaves the
 	// old manager owning fields that the new one can then not remove.
 	FieldManager string
+	// Schemas finds the schema of owned custom resources. Built-in kinds
+	// never need it. A reconciler.Reconciler sets it from its manager.
+	Schemas *Schemas
 }
 
-// Result says what Apply did.
-type Result string
+// Operation says what Apply did.
+type Operation string
 
 const (
 	// Created means the object was not found, so desired was applied
 	// whole: it did not exist and was created, or — right after our own
 	// create, see the caveats on [Applier] — the cache did not have it yet.
-	Created Result = "Created"
+	Created Operation = "Created"
 	// Updated means the live object had drifted (or the desired
 	// configuration changed) and was applied.
-	Updated Result = "Updated"
+	Updated Operation = "Updated"
 	// Unchanged means the live object already matched; nothing was written.
-	Unchanged Result = "Unchanged"
+	Unchanged Operation = "Unchanged"
 )
 
 // Option adjusts one Apply call.
@@ -96,13 +101,24 @@ func IgnoreFields(paths ...string) Option {
 
 // Apply makes the live object match desired in every field desired sets.
 //
-// It sets a controller reference from owner on desired (desired is a typed
-// object such as *appsv1.Deployment, or *unstructured.Unstructured), reads
-// the live object, and writes with server-side apply (forcing ownership of
-// our fields, under FieldManager) only if the live object differs from
-// desired in a field we set, or if the desired configuration changed since
-// the last apply (see ConfigHashAnnotation). On return desired holds the live
-// state: the server's response, or the live object when Unchanged.
+// desired is an apply configuration: client-go's for built-in kinds
+// (k8s.io/client-go/applyconfigurations, e.g. appsv1ac.Deployment(name,
+// namespace)), the ones controller-gen's applyconfiguration generator writes
+// for custom resources, or client.ApplyConfigurationFromUnstructured. Why not
+// typed objects: a typed object cannot say "not set" for a non-pointer
+// field without omitempty (a bool, an int32, as CRD types often have), so
+// its zero value would be sent and force-owned, overwriting another
+// manager's value. An apply configuration holds exactly the fields the
+// caller set. (Do not convert a typed object with
+// ApplyConfigurationFromUnstructured: that brings the zero values back.)
+//
+// Apply adds a controller reference to owner, reads the live object, and
+// writes with server-side apply (forcing ownership of our fields, under
+// FieldManager) only if the live object differs from desired in a field we
+// set, or if the desired configuration changed since the last apply (see
+// ConfigHashAnnotation). The comparison follows the kind's schema: lists by
+// their keys, quantities by value (see firstDrift in compare.go). Built-in
+// kinds use client-go's schemas; custom resources need [Applier.Schemas].
 //
 // Guarantees:
 //   - Unchanged means no mutating request was made.
@@ -120,8 +136,9 @@ func IgnoreFields(paths ...string) Option {
 //
 // Caveats:
 //   - Build desired from scratch on each pass: every field it holds is
-//     applied and owned, so copying a live object's defaults into it claims
-//     them. Status is never applied (use the status subresource).
+//     applied and owned. Status is never applied (use the status
+//     subresource). desired is not changed: read the live object with a Get
+//     (a reconciler.Scope's client reads its own writes).
 //   - The controller reference has blockOwnerDeletion=true. Clusters with the
 //     OwnerReferencesPermissionEnforcement admission plugin (OpenShift, for
 //     one) then require RBAC "update" on the owner's "finalizers"
@@ -130,7 +147,7 @@ func IgnoreFields(paths ...string) Option {
 //     CRD schema, a value changed by a mutating webhook) can never match, so
 //     every pass writes; Apply logs this at the point of the write via the
 //     logger in ctx.
-func (a *Applier) Apply(ctx context.Context, owner, desired client.Object, opts ...Option) (Result, error) {
+func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, opts ...Option) (Operation, error) {
 	if err := a.validate(); err != nil {
 		return "", err
 	}
@@ -142,45 +159,48 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object, opts 
 	if err != nil {
 		return "", err
 	}
-	gvk, err := apiutil.GVKForObject(desired, a.Scheme)
+	config, gvk, err := configOf(desired)
 	if err != nil {
-		return "", fmt.Errorf("apply: desired object %T: %w", desired, err)
+		return "", fmt.Errorf("apply: %w", err)
 	}
-	if desired.GetName() == "" {
+	md := config["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
+	if name == "" {
 		return "", fmt.Errorf("apply %s: %w", gvk.Kind, field.Required(field.NewPath("metadata", "name"), "server-side apply needs a name"))
 	}
-	if err := a.setNamespace(owner, desired, gvk); err != nil {
-		return "", fmt.Errorf("apply %s: %w", describe(gvk.Kind, desired), err)
+	if err := a.setNamespace(owner, md, gvk); err != nil {
+		return "", fmt.Errorf("apply %s %s: %w", gvk.Kind, name, err)
 	}
-	desc := describe(gvk.Kind, desired)
+	key := client.ObjectKey{Namespace: stringAt(md, "namespace"), Name: name}
+	desc := gvk.Kind + " " + key.String()
 	ownerRef, err := a.ownerRef(owner)
 	if err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
-	if c := metav1.GetControllerOf(desired); c != nil && c.UID != ownerRef.UID {
-		return "", &ForeignControllerError{Kind: gvk.Kind, Key: client.ObjectKeyFromObject(desired), Owner: ownerRef, Controller: *c}
+	if err := setControllerRef(md, ownerRef, gvk.Kind, key); err != nil {
+		return "", err
 	}
-	if err := controllerutil.SetControllerReference(owner, desired, a.Scheme); err != nil {
-		return "", fmt.Errorf("apply %s: setting controller reference: %w", desc, err)
+	if err := finish(config, ignore); err != nil {
+		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
-	config, err := buildConfig(desired, gvk, ignore)
+	ts, err := a.schemaFor(gvk)
 	if err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
 
-	live, err := a.newObject(gvk, desired)
+	live, err := a.newObject(gvk)
 	if err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
-	result := Updated
-	switch err := a.Client.Get(ctx, client.ObjectKeyFromObject(desired), live); {
+	op := Updated
+	switch err := a.Client.Get(ctx, key, live); {
 	case apierrors.IsNotFound(err):
-		result = Created
+		op = Created
 	case err != nil:
 		return "", fmt.Errorf("apply %s: reading live object: %w", desc, err)
 	default:
 		if c := metav1.GetControllerOf(live); c != nil && c.UID != ownerRef.UID {
-			return "", &ForeignControllerError{Kind: gvk.Kind, Key: client.ObjectKeyFromObject(desired), Owner: ownerRef, Controller: *c}
+			return "", &ForeignControllerError{Kind: gvk.Kind, Key: key, Owner: ownerRef, Controller: *c}
 		}
 		liveMap, err := toMap(live)
 		if err != nil {
@@ -189,11 +209,12 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object, opts 
 		// Typed objects read through a client usually have no TypeMeta; the
 		// type is the one we asked for.
 		liveMap["apiVersion"], liveMap["kind"] = config["apiVersion"], config["kind"]
-		path, drifted := firstDrift(config, liveMap)
+		want := config
+		if _, isUnstructured := live.(runtime.Unstructured); !isUnstructured && !clientgoscheme.Scheme.Recognizes(gvk) {
+			want = asRead(a.Scheme, gvk, config)
+		}
+		path, drifted := firstDrift(ts, want, liveMap)
 		if !drifted {
-			if err := copyInto(desired, live); err != nil {
-				return "", fmt.Errorf("apply %s: %w", desc, err)
-			}
 			return Unchanged, nil
 		}
 		logf.FromContext(ctx).V(1).Info("owned object drifted, applying", "object", desc, "field", path)
@@ -207,18 +228,15 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object, opts 
 	// The response must contain what we sent; if it does not, the server
 	// (schema pruning, a mutating webhook) rewrote it and every pass will
 	// write. Worth a log line, not an error: the write itself succeeded.
-	if path, drifted := firstDrift(config, u.Object); drifted {
+	if path, drifted := firstDrift(ts, config, u.Object); drifted {
 		logf.FromContext(ctx).Info("server did not keep an applied field; this object will be re-applied on every pass",
 			"object", desc, "field", path)
 	}
-	if err := setFromMap(desired, gvk, u.Object); err != nil {
-		return "", fmt.Errorf("apply %s: reading server response: %w", desc, err)
-	}
-	return result, nil
+	return op, nil
 }
 
 // Prune deletes objects of list's type in owner's namespace that owner
-// controls and that are not in keep (matched by name). It returns the names
+// controls and whose names are not in keep. It returns the names
 // it deleted, sorted.
 //
 // Guarantees:
@@ -235,7 +253,7 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object, opts 
 // Caveats: with a cluster-scoped owner the list spans all namespaces. The
 // list may come from a cache and be slightly stale; the UID precondition
 // makes that safe.
-func (a *Applier) Prune(ctx context.Context, owner client.Object, list client.ObjectList, keep ...client.Object) ([]string, error) {
+func (a *Applier) Prune(ctx context.Context, owner client.Object, list client.ObjectList, keep ...string) ([]string, error) {
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
@@ -249,10 +267,6 @@ func (a *Applier) Prune(ctx context.Context, owner client.Object, list client.Ob
 	if err != nil {
 		return nil, fmt.Errorf("prune: %T: %w", list, err)
 	}
-	kept := make(map[string]bool, len(keep))
-	for _, k := range keep {
-		kept[k.GetName()] = true
-	}
 	var deleted []string
 	var errs []error
 	for _, item := range items {
@@ -260,7 +274,7 @@ func (a *Applier) Prune(ctx context.Context, owner client.Object, list client.Ob
 		if !ok {
 			return deleted, fmt.Errorf("prune: list item %T is not a client.Object", item)
 		}
-		if kept[obj.GetName()] || !metav1.IsControlledBy(obj, owner) || obj.GetDeletionTimestamp() != nil {
+		if slices.Contains(keep, obj.GetName()) || !metav1.IsControlledBy(obj, owner) || obj.GetDeletionTimestamp() != nil {
 			continue
 		}
 		uid := obj.GetUID()
@@ -305,14 +319,14 @@ func (a *Applier) ownerRef(owner client.Object) (metav1.OwnerReference, error) {
 }
 
 // setNamespace enforces same-namespace ownership and defaults an empty
-// namespace to the owner's.
-func (a *Applier) setNamespace(owner, desired client.Object, gvk schema.GroupVersionKind) error {
+// namespace to the owner's, in desired's metadata md.
+func (a *Applier) setNamespace(owner client.Object, md map[string]any, gvk schema.GroupVersionKind) error {
 	path := field.NewPath("metadata", "namespace")
-	namespaced, err := a.Client.IsObjectNamespaced(desired)
+	namespaced, err := apiutil.IsGVKNamespaced(gvk, a.Client.RESTMapper())
 	if err != nil {
 		return fmt.Errorf("finding the scope of %s: %w", gvk, err)
 	}
-	ownerNS, ns := owner.GetNamespace(), desired.GetNamespace()
+	ownerNS, ns := owner.GetNamespace(), stringAt(md, "namespace")
 	switch {
 	case !namespaced && ns != "":
 		return field.Invalid(path, ns, fmt.Sprintf("%s is cluster-scoped", gvk.Kind))
@@ -323,16 +337,51 @@ func (a *Applier) setNamespace(owner, desired client.Object, gvk schema.GroupVer
 		return field.Required(path, "owner is cluster-scoped, so the namespace cannot be defaulted")
 	case ownerNS == "":
 	case ns == "":
-		desired.SetNamespace(ownerNS)
+		md["namespace"] = ownerNS
 	case ns != ownerNS:
 		return field.Invalid(path, ns, fmt.Sprintf("must be the owner's namespace %q: owner references cannot cross namespaces", ownerNS))
 	}
 	return nil
 }
 
-// newObject returns an empty object of desired's type to read into.
-func (a *Applier) newObject(gvk schema.GroupVersionKind, desired client.Object) (client.Object, error) {
-	if _, ok := desired.(runtime.Unstructured); ok {
+// setControllerRef adds ref to the owner references in desired's metadata
+// md, replacing an entry for the same owner; a controller reference to
+// another owner is a ForeignControllerError.
+func setControllerRef(md map[string]any, ref metav1.OwnerReference, kind string, key client.ObjectKey) error {
+	refs, _ := md["ownerReferences"].([]any)
+	out := make([]any, 0, len(refs)+1)
+	for _, r := range refs {
+		m, ok := r.(map[string]any)
+		if !ok {
+			return fmt.Errorf("apply %s %s: %w", kind, key, field.Invalid(field.NewPath("metadata", "ownerReferences"), r, "must be an object"))
+		}
+		if uid, _ := m["uid"].(string); uid == string(ref.UID) {
+			continue
+		}
+		if c, _ := m["controller"].(bool); c {
+			other := metav1.OwnerReference{APIVersion: stringAt(m, "apiVersion"), Kind: stringAt(m, "kind"),
+				Name: stringAt(m, "name"), UID: types.UID(stringAt(m, "uid"))}
+			return &ForeignControllerError{Kind: kind, Key: key, Owner: ref, Controller: other}
+		}
+		out = append(out, m)
+	}
+	md["ownerReferences"] = append(out, map[string]any{
+		"apiVersion": ref.APIVersion, "kind": ref.Kind, "name": ref.Name, "uid": string(ref.UID),
+		"controller": true, "blockOwnerDeletion": true,
+	})
+	return nil
+}
+
+func stringAt(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
+}
+
+// newObject returns an empty object of kind gvk to read the live object
+// into: typed when the scheme knows the kind, so the read shares the
+// informer of the controller's Owns() watch, unstructured otherwise.
+func (a *Applier) newObject(gvk schema.GroupVersionKind) (client.Object, error) {
+	if !a.Scheme.Recognizes(gvk) {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		return u, nil
@@ -374,33 +423,6 @@ func toMap(obj runtime.Object) (map[string]any, error) {
 		return nil, fmt.Errorf("converting live object to unstructured: %w", err)
 	}
 	return m, nil
-}
-
-// copyInto replaces *dst with *src; both are pointers to the same type.
-func copyInto(dst, src client.Object) error {
-	if du, ok := dst.(*unstructured.Unstructured); ok {
-		du.Object = src.(*unstructured.Unstructured).Object
-		return nil
-	}
-	dv, sv := reflect.ValueOf(dst), reflect.ValueOf(src)
-	if dv.Type() != sv.Type() {
-		return fmt.Errorf("cannot copy %T into %T", src, dst)
-	}
-	dv.Elem().Set(sv.Elem())
-	return nil
-}
-
-// setFromMap replaces desired with the object in m.
-func setFromMap(desired client.Object, gvk schema.GroupVersionKind, m map[string]any) error {
-	if u, ok := desired.(*unstructured.Unstructured); ok {
-		u.Object = m
-		return nil
-	}
-	fresh := reflect.New(reflect.TypeOf(desired).Elem()).Interface()
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, fresh); err != nil {
-		return fmt.Errorf("converting to %s: %w", gvk.Kind, err)
-	}
-	return copyInto(desired, fresh.(client.Object))
 }
 
 func gvkKind(s *runtime.Scheme, obj runtime.Object) string {

@@ -7,34 +7,54 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	smdschema "sigs.k8s.io/structured-merge-diff/v6/schema"
 )
+
+// quantityType is the schema name of resource.Quantity: the one scalar the
+// apiserver rewrites into a canonical form ("0.5" is stored as "500m").
+const quantityType = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 
 // firstDrift reports whether desired is NOT a semantic subset of live, and if
 // so the path of one field where they differ (e.g.
 // "spec.template.spec.containers[name=app].image").
 //
-// Both arguments are in unstructured form (runtime.DefaultUnstructuredConverter
-// output or decoded JSON). desired is what we would apply; live is the whole
-// object as the server has it, including server-set defaults, status and other
-// managers' fields. The rules, chosen so that server defaulting and other
-// writers never count as drift while every value we set is checked:
+// Both arguments are in unstructured form. desired is what we would apply;
+// live is the whole object as the server has it, including server-set
+// defaults, status and other managers' fields. The kind's schema (ts), the
+// one server-side apply merges with, says what each list and scalar is, so
+// that server defaulting and other writers never count as drift while every
+// value we set is checked:
 //
-//   - maps: every key of desired must be in live with an equal value; extra
-//     live keys (defaults, foreign labels) are fine. A nil desired value, or an
-//     empty desired map or list with no live counterpart, means "not set".
-//   - lists of maps that all carry a non-empty string "name" (containers, env,
-//     volumes, ports with names, ownerReferences): each desired element must
-//     match some live element with the same name; extra live elements (an
-//     injected sidecar) are fine.
-//   - other lists (args, unnamed ports): positional, equal length.
-//   - numbers compare by value across int/float representations; strings
-//     compare exactly, except under resource-quantity fields (resources
-//     limits/requests, sizeLimit, ...) where "500m" equals "0.5".
+//   - maps and structs: every key of desired must be in live with an equal
+//     value; extra live keys (defaults, foreign labels) are fine. That
+//     holds for atomic maps and structs too, although our apply replaces
+//     them whole: the server defaults fields inside some of them (an env
+//     fieldRef's apiVersion), so an extra key cannot be told from a default.
+//     A key another writer adds to one is removed at our next write, not
+//     repaired on its own. A nil desired value, or an empty desired map or
+//     list with no live counterpart, means "not set".
+//   - associative lists (+listType=map): each desired element must match a
+//     live element with the same key fields (containers by name, container
+//     ports by containerPort and protocol); a key field desired leaves unset,
+//     for the server to default, matches any value. Extra live elements (an
+//     injected sidecar, another manager's port) are fine.
+//   - sets (+listType=set): each desired element must be in live.
+//   - atomic lists: positional, equal length.
+//   - scalars: numbers compare by value across int/float representations;
+//     resource quantities by value ("500m" equals "0.5"), since the
+//     apiserver stores them canonicalized; everything else exactly. Custom
+//     resources store what they were sent, so a quantity-like string in a
+//     CRD is compared exactly, as the server keeps it.
+//
+// A field the schema does not know (the server would prune or reject it) is
+// compared with the same rules, lists positionally.
 //
 // It allocates nothing when there is no drift, so it is cheap to run on every
 // reconcile (see BenchmarkUnchanged); the path is built only on a mismatch.
-func firstDrift(desired, live map[string]any) (path string, drifted bool) {
-	rev, drifted := mapDrift(desired, live, false)
+func firstDrift(ts *typeSchema, desired, live map[string]any) (path string, drifted bool) {
+	c := comparer{ts.schema}
+	a, _ := c.s.Resolve(ts.root)
+	rev, drifted := c.mapDrift(a.Map, desired, live)
 	if !drifted {
 		return "", false
 	}
@@ -49,10 +69,40 @@ func firstDrift(desired, live map[string]any) (path string, drifted bool) {
 	return b.String(), true
 }
 
-// mapDrift compares a desired map with a live value. quantityValues says the
-// map's values are resource quantities (the map sits under e.g. "limits").
-// On drift it returns the path below this map, innermost segment first.
-func mapDrift(d map[string]any, l any, quantityValues bool) ([]string, bool) {
+type comparer struct{ s *smdschema.Schema }
+
+// typeRef is a field's type; known is false where the schema has none, and
+// the zero Atom it resolves to compares structurally.
+type typeRef struct {
+	smdschema.TypeRef
+	known bool
+}
+
+func (c comparer) resolve(tr typeRef) smdschema.Atom {
+	if !tr.known {
+		return smdschema.Atom{}
+	}
+	a, _ := c.s.Resolve(tr.TypeRef)
+	return a
+}
+
+// fieldType is the type of key k in a map or struct of type m.
+func fieldType(m *smdschema.Map, k string) typeRef {
+	if m == nil {
+		return typeRef{}
+	}
+	if f, ok := m.FindField(k); ok {
+		return typeRef{f.Type, true}
+	}
+	if m.ElementType.NamedType != nil || m.ElementType.Inlined != (smdschema.Atom{}) {
+		return typeRef{m.ElementType, true}
+	}
+	return typeRef{}
+}
+
+// mapDrift compares a desired map with a live value. On drift it returns
+// the path below this map, innermost segment first.
+func (c comparer) mapDrift(m *smdschema.Map, d map[string]any, l any) ([]string, bool) {
 	lm, ok := l.(map[string]any)
 	if !ok {
 		if l == nil && len(d) == 0 {
@@ -71,23 +121,23 @@ func mapDrift(d map[string]any, l any, quantityValues bool) ([]string, bool) {
 			}
 			return []string{k}, true
 		}
-		if rev, drift := valueDrift(dv, lv, quantityValues || isQuantityKey(k), isQuantityMapKey(k)); drift {
+		if rev, drift := c.valueDrift(fieldType(m, k), dv, lv); drift {
 			return append(rev, k), true
 		}
 	}
 	return nil, false
 }
 
-// valueDrift compares any desired value with a live value. quantity says a
-// string value is a resource quantity; quantityMap says a map value holds
-// quantities.
-func valueDrift(d, l any, quantity, quantityMap bool) ([]string, bool) {
+// valueDrift compares any desired value of type tr with a live value.
+func (c comparer) valueDrift(tr typeRef, d, l any) ([]string, bool) {
+	a := c.resolve(tr)
 	switch dv := d.(type) {
 	case map[string]any:
-		return mapDrift(dv, l, quantityMap)
+		return c.mapDrift(a.Map, dv, l)
 	case []any:
-		return listDrift(dv, l)
+		return c.listDrift(a.List, dv, l)
 	default:
+		quantity := tr.known && tr.NamedType != nil && *tr.NamedType == quantityType
 		if scalarEqual(d, l, quantity) {
 			return nil, false
 		}
@@ -95,7 +145,7 @@ func valueDrift(d, l any, quantity, quantityMap bool) ([]string, bool) {
 	}
 }
 
-func listDrift(d []any, l any) ([]string, bool) {
+func (c comparer) listDrift(t *smdschema.List, d []any, l any) ([]string, bool) {
 	ll, ok := l.([]any)
 	if !ok {
 		if l == nil && len(d) == 0 {
@@ -103,30 +153,17 @@ func listDrift(d []any, l any) ([]string, bool) {
 		}
 		return nil, true
 	}
-	if namedElements(d) {
-		for _, de := range d {
-			dm := de.(map[string]any)
-			name := dm["name"].(string)
-			found := false
-			for _, le := range ll {
-				lm, ok := le.(map[string]any)
-				if !ok || lm["name"] != name {
-					continue
-				}
-				if _, drift := mapDrift(dm, lm, false); !drift {
-					found = true
-					break
-				}
-			}
-			if !found {
-				// Report the field inside the element when exactly one live
-				// element has the name; otherwise the element as a whole.
-				seg := "[name=" + name + "]"
-				if lm := onlyNamed(ll, name); lm != nil {
-					rev, _ := mapDrift(dm, lm, false)
-					return append(rev, seg), true
-				}
-				return []string{seg}, true
+	var elem typeRef
+	if t != nil {
+		elem = typeRef{t.ElementType, true}
+	}
+	switch {
+	case t != nil && t.ElementRelationship == smdschema.Associative && len(t.Keys) > 0:
+		return c.keyedDrift(t.Keys, elem, d, ll)
+	case t != nil && t.ElementRelationship == smdschema.Associative:
+		for i, de := range d {
+			if !containsScalar(ll, de) {
+				return []string{"[" + strconv.Itoa(i) + "]"}, true
 			}
 		}
 		return nil, false
@@ -141,42 +178,112 @@ func listDrift(d []any, l any) ([]string, bool) {
 			}
 			continue
 		}
-		if rev, drift := valueDrift(d[i], ll[i], false, false); drift {
+		if rev, drift := c.valueDrift(elem, d[i], ll[i]); drift {
 			return append(rev, "["+strconv.Itoa(i)+"]"), true
 		}
 	}
 	return nil, false
 }
 
-// namedElements reports whether every element is a map with a non-empty
-// string "name": the common merge key of Kubernetes list-maps.
-func namedElements(d []any) bool {
-	if len(d) == 0 {
-		return false
-	}
-	for _, e := range d {
-		m, ok := e.(map[string]any)
+// keyedDrift compares an associative list: every desired element must equal
+// (as a subset) a live element with the same keys.
+func (c comparer) keyedDrift(keys []string, elem typeRef, d, ll []any) ([]string, bool) {
+	et := c.resolve(elem).Map
+	for _, de := range d {
+		dm, ok := de.(map[string]any)
 		if !ok {
-			return false
+			return nil, true
 		}
-		if n, ok := m["name"].(string); !ok || n == "" {
+		var only map[string]any
+		matches, found := 0, false
+		for _, le := range ll {
+			lm, ok := le.(map[string]any)
+			if !ok || !sameKeys(keys, dm, lm) {
+				continue
+			}
+			matches++
+			only = lm
+			if _, drift := c.mapDrift(et, dm, lm); !drift {
+				found = true
+				break
+			}
+		}
+		if found {
+			continue
+		}
+		// Report the field inside the element when exactly one live element
+		// has its keys; otherwise the element as a whole.
+		seg := keySegment(keys, dm)
+		if matches == 1 {
+			rev, _ := c.mapDrift(et, dm, only)
+			return append(rev, seg), true
+		}
+		return []string{seg}, true
+	}
+	return nil, false
+}
+
+// sameKeys reports whether live element lm has desired element dm's values
+// for every key dm sets. A key dm leaves unset is the server's to default
+// (a port's protocol), so any live value matches it.
+func sameKeys(keys []string, dm, lm map[string]any) bool {
+	for _, k := range keys {
+		dv, ok := dm[k]
+		if !ok || dv == nil {
+			continue
+		}
+		if !scalarEqual(dv, lm[k], false) {
 			return false
 		}
 	}
 	return true
 }
 
-func onlyNamed(ll []any, name string) map[string]any {
-	var found map[string]any
-	for _, le := range ll {
-		if lm, ok := le.(map[string]any); ok && lm["name"] == name {
-			if found != nil {
-				return nil
-			}
-			found = lm
+// keySegment names a list element by its keys, e.g. "[name=app]" or
+// "[containerPort=8080,protocol=TCP]".
+func keySegment(keys []string, dm map[string]any) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for _, k := range keys {
+		v, ok := dm[k]
+		if !ok || v == nil {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		if s, ok := v.(string); ok {
+			b.WriteString(s)
+		} else {
+			b.WriteString(stringify(v))
 		}
 	}
-	return found
+	b.WriteByte(']')
+	return b.String()
+}
+
+func stringify(v any) string {
+	if n, ok := number(v); ok {
+		if n.isFloat {
+			return strconv.FormatFloat(n.f, 'g', -1, 64)
+		}
+		return strconv.FormatInt(n.i, 10)
+	}
+	if b, ok := v.(bool); ok {
+		return strconv.FormatBool(b)
+	}
+	return reflect.TypeOf(v).String()
+}
+
+func containsScalar(ll []any, v any) bool {
+	for _, le := range ll {
+		if scalarEqual(v, le, false) {
+			return true
+		}
+	}
+	return false
 }
 
 func isEmptyCollection(v any) bool {
@@ -185,27 +292,6 @@ func isEmptyCollection(v any) bool {
 		return len(t) == 0
 	case []any:
 		return len(t) == 0
-	}
-	return false
-}
-
-// isQuantityMapKey reports whether a map under this key holds resource
-// quantities (corev1.ResourceList and friends).
-func isQuantityMapKey(k string) bool {
-	switch k {
-	case "limits", "requests", "capacity", "allocatable", "hard", "overhead",
-		"max", "min", "default", "defaultRequest", "maxLimitRequestRatio":
-		return true
-	}
-	return false
-}
-
-// isQuantityKey reports whether the value under this key is itself a
-// resource quantity.
-func isQuantityKey(k string) bool {
-	switch k {
-	case "sizeLimit", "divisor":
-		return true
 	}
 	return false
 }
@@ -227,7 +313,14 @@ func scalarEqual(d, l any, quantity bool) bool {
 	}
 	if dn, ok := number(d); ok {
 		ln, ok := number(l)
-		return ok && dn.equal(ln)
+		if ok && dn.equal(ln) {
+			return true
+		}
+		// A quantity sent as a number (cpu: 1) is stored as a string ("1").
+		if ls, isStr := l.(string); isStr && quantity {
+			return quantityEqual(stringify(d), ls)
+		}
+		return false
 	}
 	return reflect.DeepEqual(d, l)
 }

@@ -10,13 +10,31 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
 type m = map[string]any
 type l = []any
 
-func TestFirstDrift(t *testing.T) {
+// untyped is the schema of a value nothing is known about: every map a
+// struct of any fields, every list atomic, every scalar compared exactly.
+var untyped = &typeSchema{schema: typed.DeducedParseableType.Schema, root: typed.DeducedParseableType.TypeRef}
+
+func checkDrift(t *testing.T, ts *typeSchema, desired, live m, wantPath string) {
+	t.Helper()
+	path, drifted := firstDrift(ts, desired, live)
+	assert.Equal(t, wantPath != "", drifted, "drifted (path %q)", path)
+	assert.Equal(t, wantPath, path)
+}
+
+// The structural rules, which hold whatever the schema.
+func TestFirstDriftStructural(t *testing.T) {
 	tests := []struct {
 		name          string
 		desired, live m
@@ -28,6 +46,7 @@ func TestFirstDrift(t *testing.T) {
 		{"missing key", m{"a": "1"}, m{}, "a"},
 		{"changed string", m{"a": "1"}, m{"a": "2"}, "a"},
 		{"changed bool", m{"a": true}, m{"a": false}, "a"},
+		{"false is a value, not unset", m{"a": false}, m{}, "a"},
 		{"string vs number", m{"a": "1"}, m{"a": int64(1)}, "a"},
 		{"int64 vs float64 equal", m{"a": int64(2)}, m{"a": float64(2)}, ""},
 		{"int vs int64 equal", m{"a": 2}, m{"a": int64(2)}, ""},
@@ -39,87 +58,344 @@ func TestFirstDrift(t *testing.T) {
 		{"empty list desired, absent live", m{"args": l{}}, m{}, ""},
 		{"empty list desired, non-empty live", m{"args": l{}}, m{"args": l{"x"}}, "args"},
 		{"map vs scalar", m{"a": m{"b": "c"}}, m{"a": "c"}, "a"},
-		{"nested path", m{"metadata": m{"labels": m{"app": "web"}}}, m{"metadata": m{"labels": m{"app": "db", "team": "x"}}}, "metadata.labels.app"},
-		{"scalar list equal", m{"args": l{"a", "b"}}, m{"args": l{"a", "b"}}, ""},
-		{"scalar list reordered", m{"args": l{"a", "b"}}, m{"args": l{"b", "a"}}, "args[0]"},
-		{"scalar list longer live", m{"args": l{"a"}}, m{"args": l{"a", "b"}}, "args"},
-		{"unnamed maps positional with defaults", m{"ports": l{m{"port": int64(80)}}},
-			m{"ports": l{m{"port": int64(80), "protocol": "TCP", "targetPort": int64(80)}}}, ""},
-		{"unnamed maps different length", m{"ports": l{m{"port": int64(80)}}},
-			m{"ports": l{m{"port": int64(80)}, m{"port": int64(81)}}}, "ports"},
-		{"unnamed maps changed element", m{"ports": l{m{"port": int64(80)}, m{"port": int64(81)}}},
-			m{"ports": l{m{"port": int64(80)}, m{"port": int64(82)}}}, "ports[1].port"},
-		{"named elements matched by name regardless of order", m{"c": l{m{"name": "a", "v": "1"}, m{"name": "b", "v": "2"}}},
-			m{"c": l{m{"name": "b", "v": "2"}, m{"name": "a", "v": "1", "d": "x"}}}, ""},
-		{"named elements: extra live element (sidecar)", m{"c": l{m{"name": "a"}}},
-			m{"c": l{m{"name": "a"}, m{"name": "istio-proxy"}}}, ""},
-		{"named elements: missing element", m{"c": l{m{"name": "a"}, m{"name": "b"}}},
-			m{"c": l{m{"name": "a"}}}, "c[name=b]"},
-		{"named elements: changed field", m{"c": l{m{"name": "a", "image": "x:1"}}},
-			m{"c": l{m{"name": "a", "image": "x:2"}}}, "c[name=a].image"},
-		{"named elements: duplicate names, one matches", m{"vm": l{m{"name": "v", "mountPath": "/b"}}},
-			m{"vm": l{m{"name": "v", "mountPath": "/a"}, m{"name": "v", "mountPath": "/b"}}}, ""},
-		{"named elements: duplicate names, none matches", m{"vm": l{m{"name": "v", "mountPath": "/c"}}},
-			m{"vm": l{m{"name": "v", "mountPath": "/a"}, m{"name": "v", "mountPath": "/b"}}}, "vm[name=v]"},
 		{"list vs map", m{"a": l{"x"}}, m{"a": m{"x": "y"}}, "a"},
-		{"quantity under limits: 500m == 0.5", m{"limits": m{"cpu": "500m"}}, m{"limits": m{"cpu": "0.5"}}, ""},
-		{"quantity under requests: 1Gi == 1024Mi", m{"requests": m{"memory": "1Gi"}}, m{"requests": m{"memory": "1024Mi"}}, ""},
-		{"quantity under requests: different", m{"requests": m{"cpu": "500m"}}, m{"requests": m{"cpu": "600m"}}, "requests.cpu"},
-		{"quantity sizeLimit", m{"emptyDir": m{"sizeLimit": "1000Mi"}}, m{"emptyDir": m{"sizeLimit": "1000M"}}, "emptyDir.sizeLimit"},
-		{"quantity sizeLimit equal", m{"emptyDir": m{"sizeLimit": "1000m"}}, m{"emptyDir": m{"sizeLimit": "1"}}, ""},
-		{"quantity-like string elsewhere is compared exactly", m{"env": l{m{"name": "X", "value": "1"}}},
-			m{"env": l{m{"name": "X", "value": "1.0"}}}, "env[name=X].value"},
-		{"unparsable quantity", m{"limits": m{"cpu": "lots"}}, m{"limits": m{"cpu": "1"}}, "limits.cpu"},
+		{"nested path", m{"metadata": m{"labels": m{"app": "web"}}}, m{"metadata": m{"labels": m{"app": "db", "team": "x"}}}, "metadata.labels.app"},
+		{"atomic list equal", m{"args": l{"a", "b"}}, m{"args": l{"a", "b"}}, ""},
+		{"atomic list reordered", m{"args": l{"a", "b"}}, m{"args": l{"b", "a"}}, "args[0]"},
+		{"atomic list longer live", m{"args": l{"a"}}, m{"args": l{"a", "b"}}, "args"},
+		{"atomic list nil element", m{"args": l{nil}}, m{"args": l{"a"}}, "args[0]"},
+		{"atomic list of maps: positional, defaults inside elements are fine", m{"ports": l{m{"port": int64(80)}}},
+			m{"ports": l{m{"port": int64(80), "protocol": "TCP", "targetPort": int64(80)}}}, ""},
+		{"atomic list of maps: different length", m{"ports": l{m{"port": int64(80)}}},
+			m{"ports": l{m{"port": int64(80)}, m{"port": int64(81)}}}, "ports"},
+		{"atomic list of maps: changed element", m{"ports": l{m{"port": int64(80)}, m{"port": int64(81)}}},
+			m{"ports": l{m{"port": int64(80)}, m{"port": int64(82)}}}, "ports[1].port"},
+		// Without a schema nothing says a list is keyed, whatever its
+		// elements look like: names are not keys.
+		{"named maps without a schema are positional", m{"c": l{m{"name": "a"}, m{"name": "b"}}},
+			m{"c": l{m{"name": "b"}, m{"name": "a"}}}, "c[0].name"},
+		{"named maps without a schema: an extra live element is drift", m{"c": l{m{"name": "a"}}},
+			m{"c": l{m{"name": "a"}, m{"name": "istio-proxy"}}}, "c"},
+		// Nor that a string is a quantity.
+		{"quantity-looking strings without a schema are compared exactly", m{"limits": m{"cpu": "500m"}}, m{"limits": m{"cpu": "0.5"}}, "limits.cpu"},
 		{"unknown scalar type falls back to DeepEqual", m{"a": []string{"x"}}, m{"a": []string{"x"}}, ""},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			path, drifted := firstDrift(tt.desired, tt.live)
-			assert.Equal(t, tt.wantPath != "", drifted, "drifted")
-			assert.Equal(t, tt.wantPath, path)
-		})
+		t.Run(tt.name, func(t *testing.T) { checkDrift(t, untyped, tt.desired, tt.live, tt.wantPath) })
 	}
+}
+
+func builtinOf(t testing.TB, gvk schema.GroupVersionKind) *typeSchema {
+	t.Helper()
+	ts, ok := builtinSchema(gvk)
+	require.True(t, ok, "client-go has no schema for %s", gvk)
+	return ts
+}
+
+var (
+	podGVK     = corev1.SchemeGroupVersion.WithKind("Pod")
+	serviceGVK = corev1.SchemeGroupVersion.WithKind("Service")
+)
+
+func podSpec(spec m) m { return m{"spec": spec} }
+
+func containers(cs ...any) m { return podSpec(m{"containers": cs}) }
+
+// The rules the schema decides, on the schemas of real built-in kinds (the
+// ones Apply uses for them).
+func TestFirstDriftBuiltinSchema(t *testing.T) {
+	tcp := func(port int64, more ...any) m {
+		p := m{"containerPort": port, "protocol": "TCP"}
+		for i := 0; i+1 < len(more); i += 2 {
+			p[more[i].(string)] = more[i+1]
+		}
+		return p
+	}
+	tests := []struct {
+		name          string
+		gvk           schema.GroupVersionKind
+		desired, live m
+		wantPath      string
+	}{
+		// containers: +listMapKey=name
+		{"containers matched by name in any order, sidecar tolerated", podGVK,
+			containers(m{"name": "a", "image": "a:1"}, m{"name": "b", "image": "b:1"}),
+			containers(m{"name": "b", "image": "b:1"}, m{"name": "istio-proxy", "image": "istio"},
+				m{"name": "a", "image": "a:1", "imagePullPolicy": "IfNotPresent"}), ""},
+		{"container missing", podGVK,
+			containers(m{"name": "a"}, m{"name": "b"}), containers(m{"name": "a"}), "spec.containers[name=b]"},
+		{"container field changed", podGVK,
+			containers(m{"name": "a", "image": "a:1"}), containers(m{"name": "a", "image": "a:2"}), "spec.containers[name=a].image"},
+		// container ports: +listMapKey=containerPort, +listMapKey=protocol
+		{"container port with protocol left to the default matches the defaulted one", podGVK,
+			containers(m{"name": "a", "ports": l{m{"name": "http", "containerPort": int64(8080)}}}),
+			containers(m{"name": "a", "ports": l{tcp(9090, "name", "metrics"), tcp(8080, "name", "http")}}), ""},
+		{"container port: the protocol is a key", podGVK,
+			containers(m{"name": "a", "ports": l{m{"containerPort": int64(53), "protocol": "UDP"}}}),
+			containers(m{"name": "a", "ports": l{tcp(53)}}), "spec.containers[name=a].ports[containerPort=53,protocol=UDP]"},
+		{"container port changed field", podGVK,
+			containers(m{"name": "a", "ports": l{m{"name": "http", "containerPort": int64(8080)}}}),
+			containers(m{"name": "a", "ports": l{tcp(8080, "name", "web")}}), "spec.containers[name=a].ports[containerPort=8080].name"},
+		{"container port: one of two elements with the set keys matches", podGVK,
+			containers(m{"name": "a", "ports": l{m{"name": "dns", "containerPort": int64(53)}}}),
+			containers(m{"name": "a", "ports": l{tcp(53, "name", "dns-tcp"), m{"containerPort": int64(53), "protocol": "UDP", "name": "dns"}}}), ""},
+		{"container port: none of two elements with the set keys matches", podGVK,
+			containers(m{"name": "a", "ports": l{m{"name": "x", "containerPort": int64(53)}}}),
+			containers(m{"name": "a", "ports": l{tcp(53, "name", "dns-tcp"), m{"containerPort": int64(53), "protocol": "UDP", "name": "dns"}}}),
+			"spec.containers[name=a].ports[containerPort=53]"},
+		// A documented trade-off: a key desired leaves unset matches any
+		// live value, so a protocol changed by hand is not seen.
+		{"container port: an unset key matches even a non-default value", podGVK,
+			containers(m{"name": "a", "ports": l{m{"containerPort": int64(8080)}}}),
+			containers(m{"name": "a", "ports": l{m{"containerPort": int64(8080), "protocol": "UDP"}}}), ""},
+		// volumeMounts are keyed by mountPath, not by their name.
+		{"volume mounts keyed by mountPath: same name twice", podGVK,
+			containers(m{"name": "a", "volumeMounts": l{m{"name": "v", "mountPath": "/b"}}}),
+			containers(m{"name": "a", "volumeMounts": l{m{"name": "v", "mountPath": "/a"}, m{"name": "v", "mountPath": "/b"}}}), ""},
+		{"volume mounts keyed by mountPath: missing", podGVK,
+			containers(m{"name": "a", "volumeMounts": l{m{"name": "v", "mountPath": "/c"}}}),
+			containers(m{"name": "a", "volumeMounts": l{m{"name": "v", "mountPath": "/a"}}}), "spec.containers[name=a].volumeMounts[mountPath=/c]"},
+		// hostAliases: +listMapKey=ip
+		{"host aliases keyed by ip, in any order", podGVK,
+			podSpec(m{"hostAliases": l{m{"ip": "10.0.0.1", "hostnames": l{"a"}}}}),
+			podSpec(m{"hostAliases": l{m{"ip": "10.0.0.2", "hostnames": l{"b"}}, m{"ip": "10.0.0.1", "hostnames": l{"a"}}}}), ""},
+		{"host aliases: hostnames of our ip changed", podGVK,
+			podSpec(m{"hostAliases": l{m{"ip": "10.0.0.1", "hostnames": l{"a"}}}}),
+			podSpec(m{"hostAliases": l{m{"ip": "10.0.0.2", "hostnames": l{"a"}}, m{"ip": "10.0.0.1", "hostnames": l{"b"}}}}),
+			"spec.hostAliases[ip=10.0.0.1].hostnames[0]"},
+		// topologySpreadConstraints: +listMapKey=topologyKey, +listMapKey=whenUnsatisfiable
+		{"topology spread constraints keyed by topologyKey and whenUnsatisfiable", podGVK,
+			podSpec(m{"topologySpreadConstraints": l{m{"maxSkew": int64(1), "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}}}),
+			podSpec(m{"topologySpreadConstraints": l{
+				m{"maxSkew": int64(2), "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"},
+				m{"maxSkew": int64(1), "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"},
+			}}), ""},
+		{"topology spread constraint changed", podGVK,
+			podSpec(m{"topologySpreadConstraints": l{m{"maxSkew": int64(1), "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}}}),
+			podSpec(m{"topologySpreadConstraints": l{m{"maxSkew": int64(3), "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}}}),
+			"spec.topologySpreadConstraints[topologyKey=zone,whenUnsatisfiable=DoNotSchedule].maxSkew"},
+		// finalizers: +listType=set
+		{"set: foreign elements and any order", podGVK,
+			m{"metadata": m{"finalizers": l{"example.com/ours"}}},
+			m{"metadata": m{"finalizers": l{"example.com/theirs", "example.com/ours"}}}, ""},
+		{"set: our element missing", podGVK,
+			m{"metadata": m{"finalizers": l{"example.com/theirs", "example.com/ours"}}},
+			m{"metadata": m{"finalizers": l{"example.com/theirs"}}}, "metadata.finalizers[1]"},
+		// ownerReferences: +listMapKey=uid
+		{"owner references keyed by uid", podGVK,
+			m{"metadata": m{"ownerReferences": l{m{"uid": "o-1", "name": "mine", "controller": true}}}},
+			m{"metadata": m{"ownerReferences": l{m{"uid": "o-2", "name": "theirs"}, m{"uid": "o-1", "name": "mine", "controller": true}}}}, ""},
+		// args: atomic
+		{"args reordered", podGVK,
+			containers(m{"name": "a", "args": l{"--a", "--b"}}), containers(m{"name": "a", "args": l{"--b", "--a"}}),
+			"spec.containers[name=a].args[0]"},
+		{"args: an extra live element", podGVK,
+			containers(m{"name": "a", "args": l{"--a"}}), containers(m{"name": "a", "args": l{"--a", "--b"}}),
+			"spec.containers[name=a].args"},
+		// resource.Quantity: by value
+		{"limits cpu 0.5 == 500m", podGVK,
+			containers(m{"name": "a", "resources": m{"limits": m{"cpu": "0.5"}}}),
+			containers(m{"name": "a", "resources": m{"limits": m{"cpu": "500m"}}}), ""},
+		{"requests memory 1024Mi == 1Gi", podGVK,
+			containers(m{"name": "a", "resources": m{"requests": m{"memory": "1024Mi"}}}),
+			containers(m{"name": "a", "resources": m{"requests": m{"memory": "1Gi"}}}), ""},
+		{"requests cpu sent as a number", podGVK,
+			containers(m{"name": "a", "resources": m{"requests": m{"cpu": int64(2)}}}),
+			containers(m{"name": "a", "resources": m{"requests": m{"cpu": "2"}}}), ""},
+		{"requests cpu different", podGVK,
+			containers(m{"name": "a", "resources": m{"requests": m{"cpu": "500m"}}}),
+			containers(m{"name": "a", "resources": m{"requests": m{"cpu": "600m"}}}), "spec.containers[name=a].resources.requests.cpu"},
+		{"unparsable quantity", podGVK,
+			containers(m{"name": "a", "resources": m{"limits": m{"cpu": "lots"}}}),
+			containers(m{"name": "a", "resources": m{"limits": m{"cpu": "1"}}}), "spec.containers[name=a].resources.limits.cpu"},
+		{"emptyDir sizeLimit by value", podGVK,
+			podSpec(m{"volumes": l{m{"name": "scratch", "emptyDir": m{"sizeLimit": "1000m"}}}}),
+			podSpec(m{"volumes": l{m{"name": "scratch", "emptyDir": m{"sizeLimit": "1"}}}}), ""},
+		{"emptyDir sizeLimit 1000Mi != 1000M", podGVK,
+			podSpec(m{"volumes": l{m{"name": "scratch", "emptyDir": m{"sizeLimit": "1000Mi"}}}}),
+			podSpec(m{"volumes": l{m{"name": "scratch", "emptyDir": m{"sizeLimit": "1000M"}}}}),
+			"spec.volumes[name=scratch].emptyDir.sizeLimit"},
+		{"a quantity-looking env value is compared exactly", podGVK,
+			containers(m{"name": "a", "env": l{m{"name": "X", "value": "1"}}}),
+			containers(m{"name": "a", "env": l{m{"name": "X", "value": "1.0"}}}), "spec.containers[name=a].env[name=X].value"},
+		{"a quantity-looking label is compared exactly", podGVK,
+			m{"metadata": m{"labels": m{"size": "500m"}}}, m{"metadata": m{"labels": m{"size": "0.5"}}}, "metadata.labels.size"},
+		// A field the schema does not know: the structural rules.
+		{"unknown field: a list is positional", podGVK,
+			podSpec(m{"x-unknown": l{m{"name": "a"}, m{"name": "b"}}}), podSpec(m{"x-unknown": l{m{"name": "b"}, m{"name": "a"}}}),
+			"spec.x-unknown[0].name"},
+		// Service ports: +listMapKey=port, +listMapKey=protocol
+		{"service port: protocol and targetPort defaulted, another manager's port", serviceGVK,
+			m{"spec": m{"ports": l{m{"name": "http", "port": int64(80)}}}},
+			m{"spec": m{"ports": l{
+				m{"name": "dns", "port": int64(53), "protocol": "UDP", "targetPort": int64(53)},
+				m{"name": "http", "port": int64(80), "protocol": "TCP", "targetPort": int64(80)},
+			}}}, ""},
+		{"service port renamed", serviceGVK,
+			m{"spec": m{"ports": l{m{"name": "http", "port": int64(80)}}}},
+			m{"spec": m{"ports": l{m{"name": "web", "port": int64(80), "protocol": "TCP"}}}}, "spec.ports[port=80].name"},
+		{"service targetPort int-or-string compared exactly", serviceGVK,
+			m{"spec": m{"ports": l{m{"port": int64(80), "targetPort": "http"}}}},
+			m{"spec": m{"ports": l{m{"port": int64(80), "protocol": "TCP", "targetPort": int64(8080)}}}}, "spec.ports[port=80].targetPort"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { checkDrift(t, builtinOf(t, tt.gvk), tt.desired, tt.live, tt.wantPath) })
+	}
+}
+
+// crdSchema is a custom resource's schema as the apiserver publishes it for
+// the Gadget CRD: a keyed list, a set, and an int-or-string quantity field
+// with no Quantity type, since custom resources store what they are sent.
+// (controller-gen's applyconfiguration schema names the Go type
+// resource.Quantity for it; the server's schema, which Apply reads through
+// Applier.Schemas, does not.)
+var crdSchema = func() *typeSchema {
+	p, err := typed.NewParser(`types:
+- name: gadget
+  map:
+    fields:
+    - name: spec
+      type:
+        namedType: gadgetSpec
+- name: gadgetSpec
+  map:
+    fields:
+    - name: enabled
+      type:
+        scalar: boolean
+    - name: ports
+      type:
+        list:
+          elementType:
+            namedType: gadgetPort
+          elementRelationship: associative
+          keys: [port, protocol]
+    - name: tags
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: size
+      type:
+        scalar: untyped
+- name: gadgetPort
+  map:
+    fields:
+    - name: port
+      type:
+        scalar: numeric
+    - name: protocol
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+`)
+	if err != nil {
+		panic(err)
+	}
+	pt := p.Type("gadget")
+	return &typeSchema{schema: pt.Schema, root: pt.TypeRef}
+}()
+
+func TestFirstDriftCustomResourceSchema(t *testing.T) {
+	spec := func(s m) m { return m{"spec": s} }
+	tests := []struct {
+		name          string
+		desired, live m
+		wantPath      string
+	}{
+		{"a quantity-looking string is compared exactly", spec(m{"size": "0.5"}), spec(m{"size": "500m"}), "spec.size"},
+		{"a quantity-looking string as sent", spec(m{"size": "0.5"}), spec(m{"size": "0.5"}), ""},
+		{"ports keyed by port and a defaulted protocol, another manager's port", spec(m{"ports": l{m{"port": int64(80)}}}),
+			spec(m{"ports": l{m{"port": int64(9090), "protocol": "UDP"}, m{"port": int64(80), "protocol": "TCP"}}}), ""},
+		{"our port gone", spec(m{"ports": l{m{"port": int64(80)}}}),
+			spec(m{"ports": l{m{"port": int64(9090), "protocol": "UDP"}}}), "spec.ports[port=80]"},
+		{"tags are a set", spec(m{"tags": l{"ours"}}), spec(m{"tags": l{"theirs", "ours"}}), ""},
+		{"our tag gone", spec(m{"tags": l{"ours"}}), spec(m{"tags": l{"theirs"}}), "spec.tags[0]"},
+		{"false is a value", spec(m{"enabled": false}), spec(m{"enabled": true}), "spec.enabled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { checkDrift(t, crdSchema, tt.desired, tt.live, tt.wantPath) })
+	}
+}
+
+func TestBuiltinSchema(t *testing.T) {
+	ts := builtinOf(t, deploymentGVK)
+	again := builtinOf(t, deploymentGVK)
+	assert.Same(t, ts, again, "cached")
+	a, ok := ts.schema.Resolve(ts.root)
+	require.True(t, ok)
+	require.NotNil(t, a.Map)
+	_, hasSpec := a.FindField("spec")
+	assert.True(t, hasSpec)
+
+	_, ok = builtinSchema(schema.GroupVersionKind{Group: "test.reconcilekit.io", Version: "v1", Kind: "Gadget"})
+	assert.False(t, ok, "custom resources are not built in")
+	_, ok = builtinSchema(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "NoSuchKind"})
+	assert.False(t, ok)
+}
+
+func TestSchemaForCustomResourceNeedsSchemas(t *testing.T) {
+	a := &Applier{}
+	_, err := a.schemaFor(schema.GroupVersionKind{Group: "test.reconcilekit.io", Version: "v1", Kind: "Gadget"})
+	require.ErrorIs(t, err, errNoSchema)
+	assert.ErrorContains(t, err, "Applier.Schemas")
+	assert.ErrorContains(t, err, "Gadget")
+
+	ts, err := a.schemaFor(deploymentGVK)
+	require.NoError(t, err)
+	assert.Same(t, builtinOf(t, deploymentGVK), ts, "built-in kinds need no Schemas")
 }
 
 // testDeployment is what a reconciler would build: only the fields it cares
 // about.
-func testDeployment() *appsv1.Deployment {
+func testDeployment() *appsv1ac.DeploymentApplyConfiguration {
 	labels := map[string]string{"app": "web"}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: new(int32(2)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name:  "app",
-					Image: "nginx:1.27",
-					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-					Env:   []corev1.EnvVar{{Name: "MODE", Value: "prod"}},
-					Resources: corev1.ResourceRequirements{
-						Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.5")},
-					},
-				}}},
-			},
-		},
-	}
+	return appsv1ac.Deployment("web", "ns").WithLabels(labels).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(2).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).
+				WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().
+					WithName("app").
+					WithImage("nginx:1.27").
+					WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(8080)).
+					WithEnv(corev1ac.EnvVar().WithName("MODE").WithValue("prod")).
+					WithResources(corev1ac.ResourceRequirements().
+						WithLimits(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.5")})),
+				))))
 }
 
-// liveOf returns desired as the apiserver would return it after applying
-// config: every default filled in, server metadata, status, other managers'
+// applied is desired as Apply compares and applies it: configOf, our
+// controller reference, finish.
+func applied(tb testing.TB, desired runtime.ApplyConfiguration, ignore ...string) map[string]any {
+	tb.Helper()
+	config, gvk, err := configOf(desired)
+	require.NoError(tb, err)
+	paths, err := parseIgnore(ignore)
+	require.NoError(tb, err)
+	ref := metav1.OwnerReference{APIVersion: "test.reconcilekit.io/v1", Kind: "Widget", Name: "owner", UID: "o-1",
+		Controller: new(true), BlockOwnerDeletion: new(true)}
+	md := config["metadata"].(map[string]any)
+	require.NoError(tb, setControllerRef(md, ref, gvk.Kind, client.ObjectKey{Namespace: "ns", Name: "web"}))
+	require.NoError(tb, finish(config, paths))
+	return config
+}
+
+// liveOf returns config as the apiserver would return it after applying
+// it: every default filled in, server metadata, status, other managers'
 // fields and an injected sidecar.
-func liveOf(t testing.TB, desired *appsv1.Deployment, config map[string]any) map[string]any {
-	live := desired.DeepCopy()
+func liveOf(tb testing.TB, config map[string]any) *appsv1.Deployment {
+	tb.Helper()
+	live := &appsv1.Deployment{}
+	require.NoError(tb, runtime.DefaultUnstructuredConverter.FromUnstructured(runtime.DeepCopyJSON(config), live))
 	live.UID, live.ResourceVersion, live.Generation = "u-1", "42", 1
 	live.CreationTimestamp = metav1.Now()
 	live.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "test", Operation: metav1.ManagedFieldsOperationApply}}
-	live.Annotations = map[string]string{
-		ConfigHashAnnotation:                config["metadata"].(map[string]any)["annotations"].(map[string]any)[ConfigHashAnnotation].(string),
-		"deployment.kubernetes.io/revision": "1",
-	}
-	live.Labels = map[string]string{"app": "web", "team": "platform"}
-	live.OwnerReferences = desired.OwnerReferences
+	live.Annotations["deployment.kubernetes.io/revision"] = "1"
+	live.Labels["team"] = "platform"
 	s := &live.Spec
 	s.RevisionHistoryLimit, s.ProgressDeadlineSeconds = new(int32(10)), new(int32(600))
 	s.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
@@ -132,75 +408,73 @@ func liveOf(t testing.TB, desired *appsv1.Deployment, config map[string]any) map
 	c.TerminationMessagePath, c.TerminationMessagePolicy = "/dev/termination-log", corev1.TerminationMessageReadFile
 	c.ImagePullPolicy = corev1.PullIfNotPresent
 	c.Ports[0].Protocol = corev1.ProtocolTCP
-	c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("500m")
-	ps.Containers = append(ps.Containers, corev1.Container{Name: "istio-proxy", Image: "istio/proxyv2"})
+	ps.Containers = append([]corev1.Container{{Name: "istio-proxy", Image: "istio/proxyv2"}}, ps.Containers...)
 	live.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2}
-	return toLiveMap(t, live)
+	return live
 }
 
 // toLiveMap converts like Apply does: TypeMeta comes from the request.
-func toLiveMap(t testing.TB, live *appsv1.Deployment) map[string]any {
+func toLiveMap(tb testing.TB, live *appsv1.Deployment) map[string]any {
+	tb.Helper()
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	u["apiVersion"], u["kind"] = "apps/v1", "Deployment"
 	return u
 }
 
 func TestFirstDriftDeployment(t *testing.T) {
+	container := func(d *appsv1.Deployment) *corev1.Container { return &d.Spec.Template.Spec.Containers[1] }
 	tests := []struct {
 		name     string
 		edit     func(live *appsv1.Deployment)
 		wantPath string
 	}{
 		{"defaults, status, foreign fields and a sidecar are not drift", func(*appsv1.Deployment) {}, ""},
-		{"image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "evil" },
+		{"image", func(d *appsv1.Deployment) { container(d).Image = "evil" },
 			"spec.template.spec.containers[name=app].image"},
 		{"replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(5)) }, "spec.replicas"},
 		{"our label", func(d *appsv1.Deployment) { d.Labels["app"] = "x" }, "metadata.labels.app"},
-		{"env value", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Env[0].Value = "dev" },
+		{"env value", func(d *appsv1.Deployment) { container(d).Env[0].Value = "dev" },
 			"spec.template.spec.containers[name=app].env[name=MODE].value"},
+		{"port name", func(d *appsv1.Deployment) { container(d).Ports[0].Name = "web" },
+			"spec.template.spec.containers[name=app].ports[containerPort=8080].name"},
+		{"another manager's port", func(d *appsv1.Deployment) {
+			container(d).Ports = append(container(d).Ports, corev1.ContainerPort{ContainerPort: 9090, Protocol: corev1.ProtocolTCP})
+		}, ""},
 		{"cpu limit", func(d *appsv1.Deployment) {
-			d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
-		}, "spec.template.spec.containers[name=app].resources.limits.cpu"},
-		{"container removed", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers = d.Spec.Template.Spec.Containers[1:] },
+			container(d).Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
+		},
+			"spec.template.spec.containers[name=app].resources.limits.cpu"},
+		{"container removed", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers = d.Spec.Template.Spec.Containers[:1] },
 			"spec.template.spec.containers[name=app]"},
 		{"config hash", func(d *appsv1.Deployment) { d.Annotations[ConfigHashAnnotation] = "old" },
 			"metadata.annotations." + ConfigHashAnnotation},
 		{"owner reference removed", func(d *appsv1.Deployment) { d.OwnerReferences = nil }, "metadata.ownerReferences"},
+		{"another owner reference added", func(d *appsv1.Deployment) {
+			d.OwnerReferences = append([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "o-2"}}, d.OwnerReferences...)
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			desired := testDeployment()
-			desired.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(
-				&metav1.ObjectMeta{Name: "owner", UID: "o-1"}, appsv1.SchemeGroupVersion.WithKind("Widget"))}
-			config, err := buildConfig(desired, appsv1.SchemeGroupVersion.WithKind("Deployment"), nil)
-			require.NoError(t, err)
-			liveMap := liveOf(t, desired, config)
-			live := &appsv1.Deployment{}
-			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(liveMap, live))
+			config := applied(t, testDeployment())
+			live := liveOf(t, config)
 			tt.edit(live)
-			liveMap = toLiveMap(t, live)
-
-			path, drifted := firstDrift(config, liveMap)
-			assert.Equal(t, tt.wantPath != "", drifted)
-			assert.Equal(t, tt.wantPath, path)
+			checkDrift(t, builtinOf(t, deploymentGVK), config, toLiveMap(t, live), tt.wantPath)
 		})
 	}
 }
 
-func unchangedFixture(tb testing.TB) (config, live map[string]any) {
-	desired := testDeployment()
-	config, err := buildConfig(desired, appsv1.SchemeGroupVersion.WithKind("Deployment"), nil)
-	require.NoError(tb, err)
-	return config, liveOf(tb, desired, config)
+func unchangedFixture(tb testing.TB) (ts *typeSchema, config, live map[string]any) {
+	config = applied(tb, testDeployment())
+	return builtinOf(tb, deploymentGVK), config, toLiveMap(tb, liveOf(tb, config))
 }
 
 // The comparison runs on every reconcile of every owned object; on the
 // common path (no drift) it must not allocate.
 func TestFirstDriftUnchangedDoesNotAllocate(t *testing.T) {
-	config, live := unchangedFixture(t)
+	ts, config, live := unchangedFixture(t)
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, drifted := firstDrift(config, live); drifted {
+		if _, drifted := firstDrift(ts, config, live); drifted {
 			t.Fatal("unexpected drift")
 		}
 	})
@@ -208,10 +482,10 @@ func TestFirstDriftUnchangedDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkUnchanged(b *testing.B) {
-	config, live := unchangedFixture(b)
+	ts, config, live := unchangedFixture(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, drifted := firstDrift(config, live); drifted {
+		if _, drifted := firstDrift(ts, config, live); drifted {
 			b.Fatal("unexpected drift")
 		}
 	}

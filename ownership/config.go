@@ -5,13 +5,15 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // ConfigHashAnnotation is the annotation in which Apply records a hash of the
@@ -28,10 +30,10 @@ import (
 //   - still works when the reads come from a cache that strips managedFields
 //     (cache.TransformStripManagedFields, a common memory saving), where a
 //     managedFields-based check would see "nothing owned" and write forever;
-//   - needs no OpenAPI schema: FieldsV1 keys list items by their merge keys,
-//     including server-defaulted ones (Service ports are keyed by port AND
-//     protocol even when we never set protocol), which cannot be matched
-//     against desired reliably without the schema.
+//   - stays a pure client-side check: FieldsV1 keys list items by their
+//     merge keys, including server-defaulted ones (Service ports are keyed
+//     by port AND protocol even when we never set protocol), so matching
+//     them against desired would need defaulting as well as the schema.
 //
 // Caveats: it is one more annotation on every object. Removing or editing it
 // by hand causes a single, harmless re-apply. One object should be applied by
@@ -47,23 +49,42 @@ var serverMetadata = []string{
 	"deletionGracePeriodSeconds", "managedFields", "selfLink", "generateName",
 }
 
-// buildConfig turns desired into the unstructured configuration to compare
-// and apply: apiVersion/kind set, status and server-set metadata removed, nil
-// values pruned, a Secret's stringData folded into data (the server never
-// stores stringData, so keeping it would be drift forever), ignored fields
-// removed, and ConfigHashAnnotation set to the hash of the result.
-func buildConfig(desired runtime.Object, gvk schema.GroupVersionKind, ignore [][]string) (map[string]any, error) {
-	var u map[string]any
-	if un, ok := desired.(runtime.Unstructured); ok {
-		u = runtime.DeepCopyJSON(un.UnstructuredContent())
-	} else {
-		var err error
-		if u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(desired); err != nil {
-			return nil, fmt.Errorf("converting %s to unstructured: %w", gvk.Kind, err)
-		}
-		dropZeroStructs(reflect.ValueOf(desired), u)
+// configOf turns desired into the unstructured configuration to compare
+// and apply: exactly the fields the caller set (an apply configuration
+// marshals only those), apiVersion and kind checked, status and server-set
+// metadata removed, nil values pruned, and a Secret's stringData folded into
+// data (the server never stores stringData, so keeping it would be drift
+// forever). finish completes it.
+func configOf(desired runtime.ApplyConfiguration) (map[string]any, schema.GroupVersionKind, error) {
+	var gvk schema.GroupVersionKind
+	// Apply configurations implement IsApplyConfiguration on the value, so
+	// desired may be a struct: only a pointer can be a typed nil.
+	if rv := reflect.ValueOf(desired); desired == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil, gvk, errors.New("desired apply configuration is nil")
 	}
-	u["apiVersion"], u["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	b, err := json.Marshal(desired)
+	if err != nil {
+		return nil, gvk, fmt.Errorf("encoding %T: %w", desired, err)
+	}
+	var u map[string]any
+	// utiljson keeps integers as int64, as the live object's unstructured
+	// form has them.
+	if err := utiljson.Unmarshal(b, &u); err != nil {
+		return nil, gvk, fmt.Errorf("decoding %T: %w", desired, err)
+	}
+	apiVersion, _ := u["apiVersion"].(string)
+	kind, _ := u["kind"].(string)
+	switch {
+	case apiVersion == "":
+		return nil, gvk, field.Required(field.NewPath("apiVersion"), "build desired with its constructor, e.g. appsv1ac.Deployment(name, namespace)")
+	case kind == "":
+		return nil, gvk, field.Required(field.NewPath("kind"), "build desired with its constructor, e.g. appsv1ac.Deployment(name, namespace)")
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, gvk, field.Invalid(field.NewPath("apiVersion"), apiVersion, err.Error())
+	}
+	gvk = gv.WithKind(kind)
 	delete(u, "status")
 	md, _ := u["metadata"].(map[string]any)
 	if md == nil {
@@ -82,92 +103,30 @@ func buildConfig(desired runtime.Object, gvk schema.GroupVersionKind, ignore [][
 	pruneNils(u)
 	if gvk.Group == "" && gvk.Version == "v1" && gvk.Kind == "Secret" {
 		if err := foldStringData(u); err != nil {
-			return nil, err
+			return nil, gvk, err
 		}
 	}
+	return u, gvk, nil
+}
+
+// finish removes the ignored fields and records the hash of the result in
+// ConfigHashAnnotation.
+func finish(u map[string]any, ignore [][]string) error {
 	for _, p := range ignore {
 		removePath(u, p)
 	}
 	sum, err := configHash(u)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	md := u["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
 	if ann == nil {
 		ann = map[string]any{}
 		md["annotations"] = ann
 	}
 	ann[ConfigHashAnnotation] = sum
-	return u, nil
-}
-
-// dropZeroStructs removes from u (the unstructured form of v) every
-// struct-typed field that is tagged omitempty and holds its zero value.
-//
-// Why: omitempty does not omit structs, so a typed object carries fields its
-// author never set. Most become "{}" (harmless), but types that marshal
-// themselves turn into real values: an unset Service port's targetPort
-// (intstr.IntOrString) becomes 0. Applying that would claim the field, and
-// since the server then defaults it to the port number it would never match
-// - a write on every pass. A zero struct under omitempty means "unset" to
-// the API's authors (the same rule as encoding/json's omitzero).
-func dropZeroStructs(v reflect.Value, u any) {
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return
-		}
-		v = v.Elem()
-	}
-	switch v.Kind() {
-	case reflect.Struct:
-		m, ok := u.(map[string]any)
-		if !ok {
-			return // marshals itself (IntOrString, Quantity, Time)
-		}
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" && opts == "" {
-				continue
-			}
-			fv := v.Field(i)
-			if name == "" {
-				if f.Anonymous || strings.Contains(opts, "inline") {
-					dropZeroStructs(fv, m) // inlined into this map
-				}
-				continue
-			}
-			child, present := m[name]
-			if !present {
-				continue
-			}
-			if fv.Kind() == reflect.Struct && fv.IsZero() && slices.Contains(strings.Split(opts, ","), "omitempty") {
-				delete(m, name)
-				continue
-			}
-			dropZeroStructs(fv, child)
-		}
-	case reflect.Slice, reflect.Array:
-		l, ok := u.([]any)
-		if !ok || len(l) != v.Len() {
-			return
-		}
-		for i := range l {
-			dropZeroStructs(v.Index(i), l[i])
-		}
-	case reflect.Map:
-		m, ok := u.(map[string]any)
-		if !ok || v.Type().Key().Kind() != reflect.String {
-			return
-		}
-		for it := v.MapRange(); it.Next(); {
-			dropZeroStructs(it.Value(), m[it.Key().String()])
-		}
-	}
+	return nil
 }
 
 // configHash hashes the configuration. encoding/json sorts map keys, so the
@@ -287,4 +246,61 @@ func parsePath(s string) ([]string, error) {
 		return nil, fmt.Errorf("field path is empty")
 	}
 	return out, nil
+}
+
+// asRead returns config as a typed read of the object shows it: the scalars
+// a typed round trip rewrites (a resource.Quantity "0.5" comes back as
+// "500m", a time in another layout) take their typed form; nothing else
+// changes, and the zero values the Go type would add are not taken.
+//
+// Why: a custom resource is stored as sent, but Apply reads it through its
+// Go type when the scheme has it (to share the informer of an Owns()
+// watch), and that read rewrites such values. Compared with config as
+// sent, a non-canonical quantity applied unstructured would look changed on
+// every pass, and be re-applied forever. Built-in kinds do not need this:
+// their schema names their quantities (see firstDrift). If the typed round
+// trip fails, config is returned as it is.
+func asRead(s *runtime.Scheme, gvk schema.GroupVersionKind, config map[string]any) map[string]any {
+	obj, err := s.New(gvk)
+	if err != nil {
+		return config
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(runtime.DeepCopyJSON(config), obj); err != nil {
+		return config
+	}
+	typed, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return config
+	}
+	return takeScalars(runtime.DeepCopyJSON(config), typed).(map[string]any)
+}
+
+// takeScalars replaces each scalar in d with the scalar at the same place in
+// t, where t has one.
+func takeScalars(d, t any) any {
+	switch dv := d.(type) {
+	case map[string]any:
+		if tm, ok := t.(map[string]any); ok {
+			for k, v := range dv {
+				if tv, ok := tm[k]; ok {
+					dv[k] = takeScalars(v, tv)
+				}
+			}
+		}
+		return dv
+	case []any:
+		if tl, ok := t.([]any); ok && len(tl) == len(dv) {
+			for i := range dv {
+				dv[i] = takeScalars(dv[i], tl[i])
+			}
+		}
+		return dv
+	case nil:
+		return nil
+	}
+	switch t.(type) {
+	case map[string]any, []any, nil:
+		return d
+	}
+	return t
 }

@@ -21,17 +21,23 @@
 //
 // # What this package does
 //
-// Applier.Apply sets a controller reference from the owner, compares the
-// desired object with the live one client-side, and writes only on drift,
-// with server-side apply under one field manager. Server-side apply gives
-// per-field ownership: we send only the fields we set, so defaults and other
-// managers' fields are left alone, fields we stopped sending are removed, and
-// a hand edit of one of our fields is reverted by the next Apply. The
-// client-side check makes a converged pass free of writes (an identical
-// server-side apply is still a request that the apiserver must process):
+// Applier.Apply takes the desired object as an apply configuration (client-go's
+// k8s.io/client-go/applyconfigurations for built-in kinds, controller-gen's
+// applyconfiguration output for custom resources), so only the fields the
+// caller set are ever sent: a typed object would also send the zero values
+// of fields it cannot mark unset, and force-own them. Apply sets a
+// controller reference from the owner, compares the desired object with the
+// live one client-side, and writes only on drift, with server-side apply
+// under one field manager. Server-side apply gives per-field ownership:
+// defaults and other managers' fields are left alone, fields we stopped
+// sending are removed, and a hand edit of one of our fields is reverted by
+// the next Apply. The client-side check makes a converged pass free of
+// writes (an identical server-side apply is still a request that the
+// apiserver must process):
 //   - every field in desired must be present and equal in the live object,
-//     with list elements matched by name and quantities compared by value
-//     (see firstDrift in compare.go for the exact rules), and
+//     compared by the kind's schema the way server-side apply merges it
+//     (list elements by their keys, sets as sets, quantities by value; see
+//     firstDrift in compare.go), and
 //   - a hash of the desired configuration, recorded in ConfigHashAnnotation,
 //     must match, which catches fields we no longer want.
 //
@@ -45,12 +51,12 @@
 // # Typical use
 //
 //	a := &ownership.Applier{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), FieldManager: "webapp-operator"}
-//	// In Reconcile, build desired objects from scratch from the owner's spec:
-//	dep := buildDeployment(app)
+//	// In Reconcile, build the desired objects from scratch from the owner's spec:
+//	dep := appsv1ac.Deployment(app.Name, app.Namespace).WithSpec(...)
 //	if _, err := a.Apply(ctx, app, dep, ownership.IgnoreFields("spec.replicas")); err != nil { ... }
-//	// dep now holds the live Deployment (status included) for status reporting.
-//	if _, err := a.Prune(ctx, app, &corev1.ConfigMapList{}, wantedConfigMaps...); err != nil { ... }
+//	if _, err := a.Prune(ctx, app, &corev1.ConfigMapList{}, wantedConfigMapNames...); err != nil { ... }
 //
 // Watch the owned types with Owns(&appsv1.Deployment{}) so that a hand edit
-// or deletion triggers a reconcile that repairs it.
+// or deletion triggers a reconcile that repairs it. To apply owned custom
+// resources, set Applier.Schemas (a reconciler.Reconciler does).
 package ownership

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
@@ -23,7 +24,7 @@ func TestApplierRequiresItsFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tt.a.Apply(context.Background(), &corev1.ConfigMap{}, &corev1.ConfigMap{})
+			_, err := tt.a.Apply(context.Background(), &corev1.ConfigMap{}, corev1ac.ConfigMap("cm", "ns"))
 			assert.ErrorContains(t, err, tt.wantErr)
 			_, err = tt.a.Prune(context.Background(), &corev1.ConfigMap{}, &corev1.ConfigMapList{})
 			assert.ErrorContains(t, err, tt.wantErr)

@@ -18,6 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -127,8 +130,8 @@ func TestPassReadsItsOwnWrites(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{
 		Steps: []widgetStep{
 			{Name: "apply", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: s.Object.Namespace,
-					Labels: map[string]string{"v": "2"}}, Data: map[string]string{"v": "2"}}
+				cm := corev1ac.ConfigMap("cfg", s.Object.Namespace).
+					WithLabels(map[string]string{"v": "2"}).WithData(map[string]string{"v": "2"})
 				if _, err := s.Apply(ctx, cm); err != nil {
 					return reconciler.Error(err)
 				}
@@ -250,19 +253,14 @@ func TestRolloutIsJudgedOnTheAppliedGeneration(t *testing.T) {
 	assert.True(t, conditions.IsFalse(w, conditions.Ready))
 }
 
-func testDeployment(w *testv1.Widget, image string) *appsv1.Deployment {
+func testDeployment(w *testv1.Widget, image string) *appsv1ac.DeploymentApplyConfiguration {
 	labels := map[string]string{"app": w.Name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: w.Namespace},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: new(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
-			},
-		},
-	}
+	return appsv1ac.Deployment(w.Name, w.Namespace).WithSpec(appsv1ac.DeploymentSpec().
+		WithReplicas(1).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(labels).
+			WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("app").WithImage(image)))))
 }
 
 // markRolledOut writes the status the Deployment controller writes when d's

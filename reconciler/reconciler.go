@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,6 +109,10 @@ type Options[T Object] struct {
 	// FieldManager is the server-side apply field manager for owned
 	// objects. Default: Name.
 	FieldManager string
+	// Schemas finds the schemas of owned custom resources for Scope.Apply
+	// (built-in kinds never need it). Default: read from the manager's API
+	// server, on first use.
+	Schemas *ownership.Schemas
 }
 
 // Reconciler is a typed, phased reconcile.Reconciler for T. Register it with
@@ -137,6 +142,13 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 		}
 		if opts.Recorder == nil {
 			opts.Recorder = mgr.GetEventRecorder(opts.Name)
+		}
+		if opts.Schemas == nil {
+			d, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+			if err != nil {
+				return nil, fmt.Errorf("reconciler: discovery client for owned custom resources' schemas: %w", err)
+			}
+			opts.Schemas = ownership.NewSchemas(d.OpenAPIV3())
 		}
 	}
 	if opts.FieldManager == "" {
@@ -263,18 +275,18 @@ type Scope[T Object] struct {
 	applier *ownership.Applier
 }
 
-// Apply applies desired as an object owned (controlled) by s.Object with
-// server-side apply, writing nothing when the live object already matches.
-// On return desired holds the live object (the server's answer, or the
-// current copy when nothing was written), and later reads through
-// s.Client in this pass return it too. See ownership.Applier.Apply.
-func (s *Scope[T]) Apply(ctx context.Context, desired client.Object, opts ...ownership.Option) (ownership.Result, error) {
+// Apply applies desired, an apply configuration such as
+// appsv1ac.Deployment(name, namespace), as an object owned (controlled) by
+// s.Object with server-side apply, writing nothing when the live object
+// already matches. Later reads through s.Client in this pass return what
+// it wrote. See ownership.Applier.Apply.
+func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration, opts ...ownership.Option) (ownership.Operation, error) {
 	return s.applier.Apply(ctx, s.Object, desired, opts...)
 }
 
-// Prune deletes the objects of list's type controlled by s.Object that are
-// not in keep. See ownership.Applier.Prune.
-func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...client.Object) ([]string, error) {
+// Prune deletes the objects of list's type controlled by s.Object whose
+// names are not in keep. See ownership.Applier.Prune.
+func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...string) ([]string, error) {
 	return s.applier.Prune(ctx, s.Object, list, keep...)
 }
 
@@ -317,7 +329,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		Object:   obj,
 		Client:   counted,
 		Recorder: r.opts.Recorder,
-		applier:  &ownership.Applier{Client: counted, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager},
+		applier:  &ownership.Applier{Client: counted, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
 	}
 
 	if _, paused := obj.GetAnnotations()[PausedAnnotation]; paused {

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -504,10 +505,8 @@ func TestPauseAnnotationStopsWrites(t *testing.T) {
 func TestOwnedObjectsThroughScope(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
 		{Name: "configmap", Condition: "ConfigReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
-			cm := &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: s.Object.Name + "-config", Namespace: s.Object.Namespace},
-				Data:       map[string]string{"size": fmt.Sprint(s.Object.Spec.Size)},
-			}
+			cm := corev1ac.ConfigMap(s.Object.Name+"-config", s.Object.Namespace).
+				WithData(map[string]string{"size": fmt.Sprint(s.Object.Spec.Size)})
 			if _, err := s.Apply(ctx, cm); err != nil {
 				return reconciler.Error(err)
 			}
@@ -532,7 +531,7 @@ func TestConvergesUnderInjectedFaults(t *testing.T) {
 		t.Run(fault.Err.Error(), func(t *testing.T) {
 			f := newFixture(t, reconciler.Options[*testv1.Widget]{
 				Steps: []widgetStep{{Name: "configmap", Condition: "ConfigReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
-					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: s.Object.Namespace}, Data: map[string]string{"k": "v"}}
+					cm := corev1ac.ConfigMap("cfg", s.Object.Namespace).WithData(map[string]string{"k": "v"})
 					if _, err := s.Apply(ctx, cm); err != nil {
 						return reconciler.Error(err)
 					}

@@ -10,10 +10,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reconcilekit/reconcilekit/reconciler"
 
@@ -98,74 +100,67 @@ func labelsFor(c *cachev1alpha1.Cache) map[string]string {
 }
 
 // applyService applies the Service in front of the memcached pods. The
-// namespace and the controller reference come from the Cache.
+// controller reference comes from the Cache.
 func applyService(ctx context.Context, s *scope) reconciler.Outcome {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: s.Object.Name, Labels: labelsFor(s.Object)},
-		Spec: corev1.ServiceSpec{
-			Selector: labelsFor(s.Object),
-			Ports:    []corev1.ServicePort{{Name: "memcached", Port: 11211, TargetPort: intstr.FromString("memcached")}},
-		},
-	}
+	svc := corev1ac.Service(s.Object.Name, s.Object.Namespace).
+		WithLabels(labelsFor(s.Object)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithSelector(labelsFor(s.Object)).
+			WithPorts(corev1ac.ServicePort().WithName("memcached").WithPort(11211).WithTargetPort(intstr.FromString("memcached"))))
 	if _, err := s.Apply(ctx, svc); err != nil {
 		return reconciler.Error(fmt.Errorf("applying Service: %w", err))
 	}
 	return reconciler.Continue()
 }
 
-// desiredDeployment is built from scratch on every pass. Only the fields
-// set here are applied and owned; the apiserver's defaults and other
-// writers' fields are left alone and never count as drift.
-func desiredDeployment(c *cachev1alpha1.Cache, mib int64) *appsv1.Deployment {
+// desiredDeployment is built from scratch on every pass, as an apply
+// configuration: it holds only the fields set here, and only those are
+// applied and owned. The apiserver's defaults and other writers' fields are
+// left alone and never count as drift.
+func desiredDeployment(c *cachev1alpha1.Cache, mib int64) *appsv1ac.DeploymentApplyConfiguration {
 	memory := *resource.NewQuantity((mib+32)<<20, resource.BinarySI)
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Labels: labelsFor(c)},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: c.Spec.Replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labelsFor(c)},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labelsFor(c)},
-				Spec: corev1.PodSpec{
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To(int64(11211)), // the image's memcache user
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:  "memcached",
-						Image: c.Spec.Image,
-						Args:  []string{"-m", strconv.FormatInt(mib, 10)},
-						Ports: []corev1.ContainerPort{{Name: "memcached", ContainerPort: 11211}},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
-							TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("memcached")},
-						}},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: memory},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: memory},
-						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
-				},
-			},
-		},
+	spec := appsv1ac.DeploymentSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labelsFor(c))).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(labelsFor(c)).
+			WithSpec(corev1ac.PodSpec().
+				WithSecurityContext(corev1ac.PodSecurityContext().
+					WithRunAsNonRoot(true).
+					WithRunAsUser(11211). // the image's memcache user
+					WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+				WithContainers(corev1ac.Container().
+					WithName("memcached").
+					WithImage(c.Spec.Image).
+					WithArgs("-m", strconv.FormatInt(mib, 10)).
+					WithPorts(corev1ac.ContainerPort().WithName("memcached").WithContainerPort(11211)).
+					WithReadinessProbe(corev1ac.Probe().
+						WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString("memcached")))).
+					WithResources(corev1ac.ResourceRequirements().
+						WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: memory}).
+						WithLimits(corev1.ResourceList{corev1.ResourceMemory: memory})).
+					WithSecurityContext(corev1ac.SecurityContext().
+						WithAllowPrivilegeEscalation(false).
+						WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))))))
+	if c.Spec.Replicas != nil {
+		spec.WithReplicas(*c.Spec.Replicas)
 	}
+	return appsv1ac.Deployment(c.Name, c.Namespace).WithLabels(labelsFor(c)).WithSpec(spec)
 }
 
 // applyDeployment applies the Deployment and reports its rollout on the
-// Available condition. Apply leaves the live Deployment, status included,
-// in dep (the server's answer when it wrote), so no second read is needed,
-// and Rollout judges the generation just applied. Its Wait needs no polling
-// interval: the Deployment is owned, so its status changes start the next
-// pass.
+// Available condition. The Get after Apply reads what the pass wrote even
+// before the cache has it (s.Client reads its own writes), so Rollout
+// judges the generation just applied. Its Wait needs no polling interval:
+// the Deployment is owned, so its status changes start the next pass.
 func applyDeployment(ctx context.Context, s *scope) reconciler.Outcome {
 	mib, _ := memoryMiB(s.Object) // valid: the config step stops the pass otherwise
-	dep := desiredDeployment(s.Object, mib)
-	if _, err := s.Apply(ctx, dep); err != nil {
+	if _, err := s.Apply(ctx, desiredDeployment(s.Object, mib)); err != nil {
 		return reconciler.Error(fmt.Errorf("applying Deployment: %w", err))
 	}
+	var dep appsv1.Deployment
+	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &dep); err != nil {
+		return reconciler.Error(fmt.Errorf("reading Deployment: %w", err))
+	}
 	s.Object.Status.ReadyReplicas = dep.Status.ReadyReplicas
-	return s.Rollout(dep)
+	return s.Rollout(&dep)
 }

@@ -15,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -179,45 +182,38 @@ func resourcesOf(app *webappv1.WebApp) corev1.ResourceList {
 	return corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
 }
 
-// desiredDeployment is the Deployment a WebApp asks for. Its pods pass Pod
-// Security "restricted".
-func desiredDeployment(app *webappv1.WebApp) *appsv1.Deployment {
+// desiredDeployment is the Deployment a WebApp asks for, as an apply
+// configuration: exactly the fields we own, nothing the server defaults.
+// Its pods pass Pod Security "restricted".
+func desiredDeployment(app *webappv1.WebApp) *appsv1ac.DeploymentApplyConfiguration {
 	replicas := int32(1)
 	if app.Spec.Replicas != nil {
 		replicas = *app.Spec.Replicas
 	}
 	res := resourcesOf(app)
-	var env []corev1.EnvVar
+	container := corev1ac.Container().
+		WithName("web").
+		WithImage(app.Spec.Image).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(8080)).
+		WithResources(corev1ac.ResourceRequirements().WithRequests(res).WithLimits(res)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
 	if app.Spec.DBRef != "" {
-		env = append(env, corev1.EnvVar{Name: "DATABASE_HOST", Value: fmt.Sprintf("%s.%s.svc", app.Spec.DBRef, app.Namespace)})
+		container.WithEnv(corev1ac.EnvVar().WithName("DATABASE_HOST").WithValue(fmt.Sprintf("%s.%s.svc", app.Spec.DBRef, app.Namespace)))
 	}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: app.Name, Namespace: app.Namespace, Labels: objectLabels(app)},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(app)},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: objectLabels(app)},
-				Spec: corev1.PodSpec{
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   new(true),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:      "web",
-						Image:     app.Spec.Image,
-						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-						Env:       env,
-						Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: new(false),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
-				},
-			},
-		},
-	}
+	return appsv1ac.Deployment(app.Name, app.Namespace).
+		WithLabels(objectLabels(app)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(objectLabels(app)).
+				WithSpec(corev1ac.PodSpec().
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					WithContainers(container))))
 }
 
 // deployment applies the Deployment and records the pod selector for the
@@ -233,13 +229,11 @@ func deployment(ctx context.Context, s *scope) reconciler.Outcome {
 // service applies the Service in front of the pods.
 func service(ctx context.Context, s *scope) reconciler.Outcome {
 	app := s.Object
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: app.Name, Namespace: app.Namespace, Labels: objectLabels(app)},
-		Spec: corev1.ServiceSpec{
-			Selector: selectorLabels(app),
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
-		},
-	}
+	svc := corev1ac.Service(app.Name, app.Namespace).
+		WithLabels(objectLabels(app)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithSelector(selectorLabels(app)).
+			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http"))))
 	if _, err := s.Apply(ctx, svc); err != nil {
 		return reconciler.Error(fmt.Errorf("applying Service: %w", err))
 	}
