@@ -190,3 +190,29 @@ docker-build: ## Build the operator image (needs a running container engine).
 		echo "Use 'make run' or 'make demo' (host process), or run this target where Docker works."; exit 1; \
 	fi
 	docker build -t $(IMG) -f $(WEBAPP)/Dockerfile .
+
+##@ kind
+
+# A real one-node kind cluster, built offline: hack/engine.sh builds a private
+# dockerd (moby v2), containerd and runc from the Go module proxy and runs them
+# with their own state in .cluster/engine; hack/kind.sh assembles the node
+# image for v1.37.2 from parts built here and creates the cluster, whose
+# apiserver listens on 127.0.0.1. Its kubeconfig is a file of its own:
+KIND_CLUSTER_NAME ?= reconcilekit-kind
+KIND_KUBECONFIG := $(CURDIR)/.cluster/$(KIND_CLUSTER_NAME).kind-kubeconfig
+
+.PHONY: kind-up
+kind-up: tools ## Private engine, offline-built node image and kind cluster (cold: engine+image ~30 min); kubeconfig in .cluster/.
+	@KIND_CLUSTER_NAME=$(KIND_CLUSTER_NAME) bash hack/kind.sh up
+
+.PHONY: kind-down
+kind-down: ## Delete the kind cluster and stop the private engine.
+	@KIND_CLUSTER_NAME=$(KIND_CLUSTER_NAME) bash hack/kind.sh down
+
+.PHONY: kind-load
+kind-load: ## Build the operator image (and the WebApps' web image) offline and `kind load` them.
+	@KIND_CLUSTER_NAME=$(KIND_CLUSTER_NAME) IMG=$(IMG) bash hack/image.sh load
+
+.PHONY: kind-deploy
+kind-deploy: kind-load ## kind-load, then `make deploy` to the kind cluster.
+	@KUBECONFIG=$(KIND_KUBECONFIG) $(MAKE) --no-print-directory deploy
