@@ -67,7 +67,8 @@ type Options struct {
 	// Kubeconfig is the existing cluster's kubeconfig (E2E_KUBECONFIG);
 	// required by, and only used by, [ProviderExisting].
 	Kubeconfig string
-	// KindBinary is the kind executable (KIND_BINARY, default: kind on PATH).
+	// KindBinary is the kind executable (KIND_BINARY). When empty, the kind
+	// provider runs hack/kind.sh (offline node image, private engine).
 	KindBinary string
 	// ArtifactsDir receives logs and dumps after a failure (E2E_ARTIFACTS,
 	// default <repo>/.artifacts/e2e/<UTC time>).
@@ -169,10 +170,13 @@ func NewHarness(opts Options) (*Harness, error) {
 		h.cluster = newLocalCluster(filepath.Join(opts.RepoRoot, "hack", "cluster.sh"), opts.ToolsBin).
 			WithName(opts.ClusterName)
 	case ProviderKind:
-		path := opts.KindBinary
-		if path == "" {
-			path = "kind"
+		if opts.KindBinary == "" {
+			// hack/kind.sh: the node image built offline, on the private
+			// engine (hack/engine.sh); nothing is pulled.
+			h.cluster = newKindCluster(filepath.Join(opts.RepoRoot, "hack", "kind.sh"), opts.ToolsBin, opts.ClusterName)
+			break
 		}
+		path := opts.KindBinary
 		// Resolve it now: e2e-framework's kind support would otherwise
 		// `go install` a kind version of its own choosing.
 		resolved, err := exec.LookPath(path)
@@ -340,7 +344,7 @@ func (h *Harness) doSetup(ctx context.Context, cfg *envconf.Config) (context.Con
 	setupCtx, cancel := context.WithTimeout(ctx, h.opts.SetupTimeout)
 	defer cancel()
 
-	if h.opts.Provider == ProviderKwok && h.opts.ToolsBin == "" {
+	if _, script := h.cluster.(*kindCluster); (h.opts.Provider == ProviderKwok || script) && h.opts.ToolsBin == "" {
 		bin, err := runToolsScript(setupCtx, h.opts.RepoRoot)
 		if err != nil {
 			return ctx, err

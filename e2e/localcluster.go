@@ -41,7 +41,10 @@ func newLocalCluster(script, toolsBin string) *localCluster {
 // withToolsBin sets the bin dir once it is known.
 func withToolsBin(bin string) support.ClusterOpts {
 	return func(p support.E2EClusterProvider) {
-		if c, ok := p.(*localCluster); ok {
+		switch c := p.(type) {
+		case *localCluster:
+			c.toolsBin = bin
+		case *kindCluster:
 			c.toolsBin = bin
 		}
 	}

@@ -9,21 +9,22 @@
 #     gcr.io/distroless/static can be pulled here. /etc/passwd and /etc/group
 #     name the nonroot user as distroless does.
 #   - a tiny HTTP server for the WebApps' pods (hack/kindtools/web, port
-#     8080), tagged $WEB_IMG (default reconcilekit/web:dev) and with the name
-#     the sample WebApp asks for (registry.example.com/web:v2.1.0), so that
-#     the sample's pods really run.
+#     8080), tagged $WEB_IMG (default reconcilekit/web:dev) and with the names
+#     the sample WebApp (registry.example.com/web:v2.1.0) and the e2e suite's
+#     WebApps ask for ($WEB_ALIASES), so that their pods really run.
 #
 # Usage:
 #   hack/image.sh build   build both images into the engine
 #   hack/image.sh load    build, then `kind load` them into the cluster
 #
-# Environment: IMG, WEB_IMG, KIND_CLUSTER_NAME (as hack/kind.sh), CLUSTER_DIR.
+# Environment: IMG, WEB_IMG, WEB_ALIASES, KIND_CLUSTER_NAME (as hack/kind.sh),
+# CLUSTER_DIR.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 img=${IMG:-reconcilekit/webapp-operator:dev}
 web_img=${WEB_IMG:-reconcilekit/web:dev}
-sample_img=registry.example.com/web:v2.1.0
+web_aliases=${WEB_ALIASES:-registry.example.com/web:v2.1.0 registry.example.com/web:v1.0.0 registry.example.com/web:v2.2.0 registry.example.com/shop:v1.0.0}
 name=${KIND_CLUSTER_NAME:-${CLUSTER_NAME:-reconcilekit-kind}}
 cluster_dir=${CLUSTER_DIR:-$repo/.cluster}
 
@@ -62,9 +63,10 @@ cmd_build() {
 	(cd "$repo/examples" && GOWORK=off CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o "$ctx/bin" ./webapp)
 	scratch_image "$ctx" webapp-operator "$img"
 	rm -rf "${ctx:?}"/*
-	say "building $web_img ($sample_img)"
+	say "building $web_img ($web_aliases)"
 	(cd "$repo/hack/kindtools" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$ctx/bin" ./web)
-	scratch_image "$ctx" web "$web_img" "$sample_img"
+	# shellcheck disable=SC2086 # a list of names
+	scratch_image "$ctx" web "$web_img" $web_aliases
 	rm -rf "$ctx"
 	say "images built in $((SECONDS - start))s"
 }
@@ -72,7 +74,7 @@ cmd_build() {
 cmd_load() {
 	cmd_build
 	local i
-	for i in "$img" "$web_img" "$sample_img"; do
+	for i in "$img" "$web_img" $web_aliases; do
 		say "kind load $i"
 		PATH="$engine_bin:$PATH" "$kind_bin/kind" load docker-image --name "$name" "$i" >&2
 	done

@@ -34,9 +34,11 @@
 #                        last line: the image name
 #   hack/kind.sh up      engine up, image, create (or reuse) the cluster; last
 #                        line: the kubeconfig path
-#   hack/kind.sh down    delete the cluster, stop the engine
+#   hack/kind.sh down    delete the cluster; stop the engine unless another
+#                        kind cluster still runs on it
 #   hack/kind.sh kubeconfig  print the kubeconfig path of the running cluster
 #   hack/kind.sh logs DIR    export the node's logs into DIR/<cluster name>
+#   hack/kind.sh load IMAGE...  kind load docker-image from the engine
 #
 # Environment:
 #   KIND_CLUSTER_NAME   cluster name (default: $CLUSTER_NAME, else reconcilekit-kind);
@@ -44,7 +46,7 @@
 #   CLUSTER_DIR         state directory (default: <repo>/.cluster)
 #   RECONCILEKIT_CACHE  cache root (default: $HOME/.cache/reconcilekit)
 #   DEBIAN_MIRROR       Debian mirror for debootstrap (default: http://deb.debian.org/debian)
-#   KEEP_ENGINE=1       `down` leaves the engine running
+#   KEEP_ENGINE=1       `down` leaves the engine running in any case
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -420,7 +422,18 @@ cmd_down() {
 		say "cluster $name does not exist"
 	fi
 	rm -f "$kubeconfig"
-	[[ "${KEEP_ENGINE:-}" == 1 ]] || bash "$repo/hack/engine.sh" down
+	[[ "${KEEP_ENGINE:-}" == 1 ]] && return 0
+	# The engine is shared by the clusters of this checkout (make kind-up's,
+	# the e2e suite's): it stops with the last one.
+	local others=""
+	if [[ -x "$bin/kind" ]] && [[ -S "${ENGINE_DIR:-$cluster_dir/engine}/docker.sock" ]]; then
+		others=$(kind get clusters 2>/dev/null | grep -v '^No kind clusters' || true)
+	fi
+	if [[ -n "$others" ]]; then
+		say "the engine keeps running for cluster(s): $(echo $others)"
+	else
+		bash "$repo/hack/engine.sh" down
+	fi
 }
 
 cmd_logs() {
@@ -430,6 +443,13 @@ cmd_logs() {
 	mkdir -p "$dest"
 	kind export logs --name "$name" "$dest/$name" >&2
 	say "logs of cluster $name exported to $dest/$name"
+}
+
+cmd_load() {
+	(($#)) || die "usage: $0 load IMAGE..."
+	exists || die "cluster $name does not exist"
+	local i
+	for i in "$@"; do kind load docker-image --name "$name" "$i" >&2; done
 }
 
 cmd_kubeconfig() {
@@ -444,6 +464,10 @@ up) cmd_up ;;
 down) cmd_down ;;
 kubeconfig) cmd_kubeconfig ;;
 logs) cmd_logs "${2:-}" ;;
+load)
+	shift
+	cmd_load "$@"
+	;;
 *)
 	sed -n '/^# Usage:/,/^# Environment:/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
