@@ -1,7 +1,10 @@
 package reconciler
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -22,8 +25,48 @@ var (
 			"A converged operator's resyncs sit in the 0 bucket.",
 		Buckets: []float64{0, 1, 2, 3, 5, 8, 13, 21},
 	}, []string{"controller"})
+	// The two gauges below are what an alert needs and a counter cannot
+	// give: a terminal error is counted once (controller-runtime does not
+	// retry it), so "errors in the last N minutes" forgets a Stalled object
+	// after N minutes and keeps alerting N minutes after it was fixed. A
+	// gauge of the objects in the state is 1 exactly while one is.
+	stalledObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "reconcilekit_stalled_objects",
+		Help: "Live objects whose last pass left Stalled=True (a terminal error: they wait for a human or a spec change), by controller.",
+	}, []string{"controller"})
+	cleanupOverdueObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "reconcilekit_cleanup_overdue_objects",
+		Help: "Deleting objects whose cleanup has not finished CleanupDeadline after their deletion, by controller.",
+	}, []string{"controller"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(stepDuration, stepErrors, mutatingRequests)
+	metrics.Registry.MustRegister(stepDuration, stepErrors, mutatingRequests, stalledObjects, cleanupOverdueObjects)
+}
+
+// objectSet counts the objects in one state for a gauge: membership is by
+// key, so an object seen in the state by many passes counts once, and one
+// that leaves it (or is gone) stops counting.
+type objectSet struct {
+	mu    sync.Mutex
+	keys  map[types.NamespacedName]struct{}
+	gauge prometheus.Gauge
+}
+
+// newObjectSet sets the gauge to 0 at once: the series exists from the
+// start, so an alert or dashboard sees 0, not "no data".
+func newObjectSet(g prometheus.Gauge) *objectSet {
+	g.Set(0)
+	return &objectSet{keys: map[types.NamespacedName]struct{}{}, gauge: g}
+}
+
+func (s *objectSet) set(key types.NamespacedName, in bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in {
+		s.keys[key] = struct{}{}
+	} else {
+		delete(s.keys, key)
+	}
+	s.gauge.Set(float64(len(s.keys)))
 }

@@ -12,10 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -123,6 +125,9 @@ type Reconciler[T Object] struct {
 	opts      Options[T]
 	summary   conditions.Summary
 	newObject func() T
+	// stalled and overdue feed reconcilekit_stalled_objects and
+	// reconcilekit_cleanup_overdue_objects.
+	stalled, cleanupOverdue *objectSet
 }
 
 var _ reconcile.Reconciler = &Reconciler[Object]{}
@@ -157,7 +162,9 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 	if err := validate(opts); err != nil {
 		return nil, err
 	}
-	r := &Reconciler[T]{opts: opts, newObject: newFunc[T]()}
+	r := &Reconciler[T]{opts: opts, newObject: newFunc[T](),
+		stalled:        newObjectSet(stalledObjects.WithLabelValues(opts.Name)),
+		cleanupOverdue: newObjectSet(cleanupOverdueObjects.WithLabelValues(opts.Name))}
 	ready := opts.Ready
 	if ready == nil {
 		for _, s := range opts.Steps {
@@ -320,10 +327,15 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 	obj := r.newObject()
 	if err := r.opts.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.stalled.set(req.NamespacedName, false)
+			r.cleanupOverdue.set(req.NamespacedName, false)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting %s: %w", req, err)
 	}
+	// Whatever path the pass takes, obj (changed in place) ends as what it
+	// computed and wrote.
+	defer r.track(req.NamespacedName, obj)
 	orig := obj.DeepCopyObject().(T)
 	scope := &Scope[T]{
 		Object:   obj,
@@ -374,6 +386,18 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		return ctrl.Result{}, errors.Join(retryable(stepErr), err)
 	}
 	return res, stepErr
+}
+
+// track records the state obj was left in by this pass in the gauges: a
+// live object with Stalled=True, and a deleting one whose cleanup still
+// holds our finalizer past CleanupDeadline.
+func (r *Reconciler[T]) track(key types.NamespacedName, obj T) {
+	deleting := !obj.GetDeletionTimestamp().IsZero()
+	r.stalled.set(key, !deleting && conditions.IsTrue(obj, conditions.Stalled))
+	overdue := deleting && len(r.opts.Cleanup) > 0 && r.opts.CleanupDeadline > 0 &&
+		controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) &&
+		time.Since(obj.GetDeletionTimestamp().Time) > r.opts.CleanupDeadline
+	r.cleanupOverdue.set(key, overdue)
 }
 
 // retryable returns err without its reconcile.TerminalError marking (the

@@ -97,6 +97,7 @@ func (r *Rotator) load(ctx context.Context) bool {
 		return cur != nil
 	}
 	r.served.Store(m)
+	servedExpiry.WithLabelValues(r.secretKey().String()).Set(float64(leaf.NotAfter.Unix()))
 	r.log.Info("Serving certificate", "serial", leaf.SerialNumber.String(), "notAfter", leaf.NotAfter,
 		"changed", cur == nil || !bytes.Equal(cur.certPEM, m.certPEM))
 	return true
