@@ -206,7 +206,8 @@ cmd_down() {
 		[[ -z "$left" ]] || kill -KILL $left 2>/dev/null || true
 	fi
 	# Mounts a killed daemon may leave behind under our state dir only.
-	grep -o " $state/[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+	local m
+	{ grep -o " $state/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 	rm -f "$pidfile" "$sock"
 }
 

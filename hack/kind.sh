@@ -58,7 +58,7 @@ CNI_PLUGINS_VERSION=v1.9.1
 COREDNS_VERSION=v1.14.6
 DEBIAN_SUITE=bookworm
 # Bump when the node image's recipe below changes.
-NODE_REVISION=1
+NODE_REVISION=2
 
 name=${KIND_CLUSTER_NAME:-${CLUSTER_NAME:-reconcilekit-kind}}
 cluster_dir=${CLUSTER_DIR:-$repo/.cluster}
@@ -356,6 +356,23 @@ build_node_rootfs() {
 	EOF
 	echo "$K8S_VERSION" >"$root/kind/version"
 
+	# kubeadm patches (InitConfiguration.patches in the cluster config below):
+	# the control plane's CPU requests (250m+200m+100m+100m by default) would
+	# leave a two-core node too little to schedule the suite's WebApps. Requests
+	# only: nothing limits what the components use.
+	mkdir -p "$root/kind/patches"
+	local c
+	for c in kube-apiserver kube-controller-manager kube-scheduler etcd; do
+		cat >"$root/kind/patches/$c+strategic.yaml" <<-EOF
+			spec:
+			  containers:
+			  - name: $c
+			    resources:
+			      requests:
+			        cpu: 50m
+		EOF
+	done
+
 	build_images "$images"
 	import_images "$root" "$images"
 	rm -rf "$images"
@@ -395,6 +412,10 @@ cmd_up() {
 			  kind: KubeletConfiguration
 			  cgroupDriver: cgroupfs
 			  failCgroupV1: false
+			- |
+			  kind: InitConfiguration
+			  patches:
+			    directory: /kind/patches
 		EOF
 		say "creating cluster $name with $image"
 		kind create cluster --name "$name" --image "$image" --config "$config" \
@@ -405,6 +426,8 @@ cmd_up() {
 		kubectl -n kube-system get configmap coredns -o yaml |
 			sed -e '/^\s*forward \. /,/^\s*}/d' -e '/^\s*forward \. .*[^{]$/d' -e '/^\s*loop$/d' |
 			kubectl apply -f - >&2
+		# One CoreDNS replica is enough for one node (and its 100m request).
+		kubectl -n kube-system scale deployment coredns --replicas=1 >&2
 		kubectl -n kube-system rollout restart deployment coredns >&2
 	fi
 	kubectl wait --for=condition=Ready node --all --timeout=180s >&2
