@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,11 @@ const Name = "webapp-controller"
 
 // Finalizer guards the cleanup of a WebApp's entry in the route registry.
 const Finalizer = "apps.example.com/cleanup"
+
+// CleanupDeadline is how long a WebApp may take to be deleted before its
+// cleanup counts as overdue (a CleanupOverdue event on every pass, and
+// reconcilekit_cleanup_overdue_objects).
+const CleanupDeadline = 10 * time.Minute
 
 // RegistryName is the ConfigMap, in the operator's namespace, that lists
 // every WebApp's in-cluster address (key "<namespace>.<name>", value
@@ -118,8 +124,45 @@ func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*
 			}
 			return reqs
 		})).
+		// The registry is shared with whoever else reads or edits it: an
+		// entry changed or removed behind the operator's back must be put
+		// back, and no WebApp event would ever say so.
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if o.GetNamespace() != registryNamespace || o.GetName() != RegistryName {
+				return nil
+			}
+			return registryDrift(ctx, mgr.GetClient(), registryNamespace)
+		})).
 		Complete(r)
 	return r, err
+}
+
+// registryDrift returns the WebApps whose registry entry is wrong, or
+// missing although their pass has reached the register step (DatabaseReady
+// is True), judged against the cached registry. Apps that have not got
+// that far register themselves; enqueueing them on every registry write
+// (one per WebApp being created) would only add passes.
+func registryDrift(ctx context.Context, c client.Client, registryNamespace string) []reconcile.Request {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: registryNamespace, Name: RegistryName}, cm); err != nil && !apierrors.IsNotFound(err) {
+		return nil
+	}
+	var apps webappv1.WebAppList
+	if err := c.List(ctx, &apps); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range apps.Items {
+		app := &apps.Items[i]
+		if app.DeletionTimestamp != nil {
+			continue // its cleanup removes the entry
+		}
+		got, present := cm.Data[registryKey(app)]
+		if present && got != registryValue(app) || !present && conditions.IsTrue(app, webappv1.DatabaseReady) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(app)})
+		}
+	}
+	return reqs
 }
 
 // New builds the WebApp reconciler. opts supplies overrides (tests pass a
@@ -136,6 +179,14 @@ func New(mgr ctrl.Manager, opts reconciler.Options[*webappv1.WebApp], registryNa
 	}
 	opts.Finalizer = Finalizer
 	opts.Cleanup = []reconciler.Step[*webappv1.WebApp]{{Name: "deregister", Run: reg.deregister}}
+	if opts.CleanupDeadline == 0 {
+		// Deregistering is one patch of one ConfigMap: a WebApp still
+		// deleting after this long is stuck (RBAC, an unreachable
+		// apiserver), and reconcilekit_cleanup_overdue_objects counts it
+		// for the WebAppCleanupOverdue alert. The finalizer is kept: a
+		// deleted WebApp must not stay routable.
+		opts.CleanupDeadline = CleanupDeadline
+	}
 	opts.Summarize = summarize
 	return reconciler.New(mgr, opts)
 }

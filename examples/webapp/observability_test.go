@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+)
+
+// promtool finds promtool, installing Debian's prometheus package through
+// hack/prometheus.sh when it is missing; it skips only when apt cannot
+// install it (exit status 3), saying so.
+func promtool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	cmd := exec.Command("bash", filepath.Join("..", "..", "hack", "prometheus.sh"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 3 {
+		t.Skipf("promtool is not installed and hack/prometheus.sh cannot install it: %s", strings.TrimSpace(stderr.String()))
+	}
+	require.NoError(t, err, "hack/prometheus.sh: %s", stderr.String())
+	return filepath.Join(strings.TrimSpace(lastLine(string(out))), "promtool")
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// ruleGroups returns the groups of config/prometheus/prometheus_rule.yaml
+// (a PrometheusRule) as a Prometheus rule file: its spec, which is exactly
+// that format.
+func ruleGroups(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("config", "prometheus", "prometheus_rule.yaml"))
+	require.NoError(t, err)
+	var rule struct {
+		APIVersion string         `json:"apiVersion"`
+		Kind       string         `json:"kind"`
+		Spec       map[string]any `json:"spec"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &rule))
+	require.Equal(t, "monitoring.coreos.com/v1", rule.APIVersion)
+	require.Equal(t, "PrometheusRule", rule.Kind)
+	out, err := yaml.Marshal(rule.Spec)
+	require.NoError(t, err)
+	return out
+}
+
+// TestAlertRules runs promtool on the PrometheusRule's groups: `check
+// rules` (syntax, templates, linting) and `test rules` with
+// config/prometheus/tests/alerts_test.yaml, which makes every alert fire
+// and resolve (or stay silent) on series named as the operator exports
+// them. e2e/webapp_alerts_test.go checks those names against a real scrape.
+func TestAlertRules(t *testing.T) {
+	bin := promtool(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), ruleGroups(t), 0o644))
+	tests, err := os.ReadFile(filepath.Join("config", "prometheus", "tests", "alerts_test.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "alerts_test.yaml"), tests, 0o644))
+
+	check := exec.Command(bin, "check", "rules", "rules.yaml")
+	check.Dir = dir
+	out, err := check.CombinedOutput()
+	require.NoError(t, err, "promtool check rules:\n%s", out)
+
+	test := exec.Command(bin, "test", "rules", "alerts_test.yaml")
+	test.Dir = dir
+	out, err = test.CombinedOutput()
+	require.NoError(t, err, "promtool test rules:\n%s", out)
+	require.Contains(t, string(out), "SUCCESS")
+}
+
+// TestEveryAlertIsUnitTested: an alert added to the PrometheusRule without
+// a promtool test case that expects it to fire fails here.
+func TestEveryAlertIsUnitTested(t *testing.T) {
+	var groups struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `json:"alert"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	require.NoError(t, yaml.Unmarshal(ruleGroups(t), &groups))
+	b, err := os.ReadFile(filepath.Join("config", "prometheus", "tests", "alerts_test.yaml"))
+	require.NoError(t, err)
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string `json:"alertname"`
+				ExpAlerts []any  `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &tests))
+	fires, silent := map[string]bool{}, map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			} else {
+				silent[a.Alertname] = true
+			}
+		}
+	}
+	n := 0
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if !fires[r.Alert] || !silent[r.Alert] {
+				t.Errorf("alert %s: tests/alerts_test.yaml must expect it to fire (has: %t) and to stay silent (has: %t)", r.Alert, fires[r.Alert], silent[r.Alert])
+			}
+		}
+	}
+	require.Positive(t, n, "no alert found in the PrometheusRule")
+}
