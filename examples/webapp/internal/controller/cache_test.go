@@ -55,8 +55,9 @@ func TestNoReadyBeforeRollout(t *testing.T) {
 
 // TestRegistryCreatedConcurrently: the registry ConfigMap is not in the
 // cache yet (another WebApp's pass created it a moment ago), so register
-// creates it and gets AlreadyExists. The entry must still be written: the
-// registry is not watched, so nothing else would add it.
+// creates it and gets AlreadyExists. The entry must still be written by
+// this pass: the registry watch re-registers only WebApps whose pass already
+// got past the register step.
 func TestRegistryCreatedConcurrently(t *testing.T) {
 	f := newFixture(t, webappv1Spec("web:1", 1))
 	other := &corev1.ConfigMap{
