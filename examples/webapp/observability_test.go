@@ -3,13 +3,19 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -128,4 +134,97 @@ func TestEveryAlertIsUnitTested(t *testing.T) {
 		}
 	}
 	require.Positive(t, n, "no alert found in the PrometheusRule")
+}
+
+// kustomize builds dir with the tools' kubectl and returns its objects.
+func kustomize(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	require.NotEmpty(t, assets, "KUBEBUILDER_ASSETS (the tools bin dir, with kubectl) is not set: run `make test-integration`")
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).CombinedOutput()
+	require.NoError(t, err, "kubectl kustomize %s: %s", dir, out)
+	var objs []map[string]any
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var raw map[string]any
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			return objs
+		} else {
+			require.NoError(t, err)
+		}
+		objs = append(objs, raw)
+	}
+}
+
+// TestPrometheusConfigFindsTheManager: config/prometheus' Service selects
+// the pods config/default deploys and targets their metrics port, and the
+// ServiceMonitor selects that Service and scrapes that port by name, in the
+// operator's namespace. A label or port renamed on one side only would
+// leave Prometheus with nothing to scrape and every alert silent.
+func TestPrometheusConfigFindsTheManager(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs kubectl from `make tools`")
+	}
+	byKind := map[string]map[string]any{}
+	for _, o := range kustomize(t, "config/prometheus") {
+		byKind[o["kind"].(string)] = o
+	}
+	var manager *appsv1.Deployment
+	for _, o := range kustomize(t, "config/default") {
+		if o["kind"] == "Deployment" {
+			b, err := yaml.Marshal(o)
+			require.NoError(t, err)
+			manager = &appsv1.Deployment{}
+			require.NoError(t, yaml.Unmarshal(b, manager))
+		}
+	}
+	require.NotNil(t, manager)
+	convert := func(kind string, into any) {
+		require.Contains(t, byKind, kind)
+		b, err := yaml.Marshal(byKind[kind])
+		require.NoError(t, err)
+		require.NoError(t, yaml.Unmarshal(b, into))
+	}
+	var svc corev1.Service
+	convert("Service", &svc)
+	var monitor struct {
+		Metadata struct{ Namespace string } `json:"metadata"`
+		Spec     struct {
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			Endpoints []struct {
+				Port, Path, Scheme string
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	convert("ServiceMonitor", &monitor)
+	var rule struct {
+		Metadata struct{ Namespace string } `json:"metadata"`
+	}
+	convert("PrometheusRule", &rule)
+
+	assert.Equal(t, manager.Namespace, svc.Namespace)
+	assert.Equal(t, manager.Namespace, monitor.Metadata.Namespace)
+	assert.Equal(t, manager.Namespace, rule.Metadata.Namespace)
+	for k, v := range svc.Spec.Selector {
+		assert.Equal(t, v, manager.Spec.Template.Labels[k], "the Service selects the manager's pods by %s", k)
+	}
+	require.Len(t, svc.Spec.Ports, 1)
+	port := svc.Spec.Ports[0]
+	var containerPorts []string
+	for _, p := range manager.Spec.Template.Spec.Containers[0].Ports {
+		containerPorts = append(containerPorts, p.Name)
+		if p.Name == port.TargetPort.StrVal {
+			assert.Contains(t, manager.Spec.Template.Spec.Containers[0].Args, fmt.Sprintf("--metrics-bind-address=:%d", p.ContainerPort))
+		}
+	}
+	assert.Contains(t, containerPorts, port.TargetPort.StrVal, "the Service targets a named port of the manager")
+	for k, v := range monitor.Spec.Selector.MatchLabels {
+		assert.Equal(t, v, svc.Labels[k], "the ServiceMonitor selects the Service by %s", k)
+	}
+	require.Len(t, monitor.Spec.Endpoints, 1)
+	assert.Equal(t, port.Name, monitor.Spec.Endpoints[0].Port)
+	assert.Equal(t, "/metrics", monitor.Spec.Endpoints[0].Path)
+	assert.Equal(t, "https", monitor.Spec.Endpoints[0].Scheme)
 }
