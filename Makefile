@@ -227,3 +227,21 @@ kind-deploy: kind-load ## kind-load, then `make deploy` to the kind cluster.
 test-kind: tools ## E2E suite on kind (hack/kind.sh; the operator deployed from its offline-built image).
 	cd $(E2E_MODULE) && E2E_PROVIDER=kind E2E_CLUSTER_NAME=$${E2E_CLUSTER_NAME:-reconcilekit-kind-e2e} \
 		E2E_OPERATOR_IMAGE=$(IMG) go test -tags e2e -count=1 -timeout 45m -v $(GO_TEST_FLAGS) ./...
+
+##@ Observability
+
+# The WebApp operator's monitoring (examples/webapp/config/prometheus and
+# config/grafana). `make test` already runs all of it: the promtool tests in
+# test-unit, the config check in test-integration, TestOperatorAlerts in
+# test-e2e. These targets run one part on its own.
+.PHONY: prometheus
+prometheus: ## Install Debian's prometheus package (server and promtool) if missing (hack/prometheus.sh).
+	@bash hack/prometheus.sh >/dev/null
+
+.PHONY: test-alerts
+test-alerts: prometheus tools ## promtool check/test of every alert, and config/prometheus agreeing with config/default.
+	cd examples && go test -count=1 -run 'TestAlertRules|TestEveryAlertIsUnitTested|TestPrometheusConfigFindsTheManager' ./webapp/
+
+.PHONY: test-alerts-e2e
+test-alerts-e2e: prometheus tools ## A real Prometheus scrapes the operator on the local cluster; WebAppStalled fires and resolves.
+	cd $(E2E_MODULE) && go test -tags e2e -count=1 -timeout 15m -v -run TestOperatorAlerts ./...
