@@ -8,12 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
 
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
@@ -73,4 +75,37 @@ func TestRegistryDriftIsRepaired(t *testing.T) {
 		require.NoError(t, env.Client.Patch(ctx, registry, client.RawPatch(types.MergePatchType, []byte(drift))))
 		require.Eventually(t, entryIs(want, true), 10*time.Second, 50*time.Millisecond, "registry drift %s was not repaired", drift)
 	}
+}
+
+// TestDeregisterWithLaggingCache: a WebApp deleted right after its pass
+// registered it, while the cached registry does not show that entry yet.
+// Found by the e2e chaos suite (scenario 4, creates and deletes under
+// load): cleanup looked the key up in the cache, found nothing to remove,
+// and dropped the finalizer, leaving an entry that routed to a deleted
+// WebApp forever. The registry here trails by one version, every run.
+func TestDeregisterWithLaggingCache(t *testing.T) {
+	f := newFixture(t, webappv1Spec("registry.example.com/web:v1", 1))
+	ctx, ns := f.ctx, f.ns
+	f.useClient(reconcilertest.NewClient(f.m.Client,
+		reconcilertest.WithCacheLag(f.m.Cache, reconcilertest.Lag{Kind: "ConfigMap", Events: 1})))
+	// The registry exists (another WebApp's entry), so registering is an
+	// update of it, which the lag holds back.
+	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controller.RegistryName},
+		Data:       map[string]string{"other.app": "http://app.other.svc:80"},
+	}))
+	f.reconcile()
+	registry := types.NamespacedName{Namespace: ns, Name: controller.RegistryName}
+	reg := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, registry, reg))
+	require.Contains(t, reg.Data, ns+".shop", "registered")
+
+	require.NoError(t, env.Client.Delete(ctx, f.app()))
+	f.reconcile()
+
+	require.NoError(t, env.Client.Get(ctx, registry, reg))
+	require.NotContains(t, reg.Data, ns+".shop", "the entry of the deleted WebApp is removed")
+	require.Equal(t, "http://app.other.svc:80", reg.Data["other.app"], "the other WebApp's entry survives")
+	err := env.Client.Get(ctx, f.req.NamespacedName, &webappv1.WebApp{})
+	require.True(t, apierrors.IsNotFound(err), "the WebApp is gone: %v", err)
 }

@@ -344,9 +344,21 @@ func (r registry) register(ctx context.Context, s *scope) reconciler.Outcome {
 }
 
 // deregister removes this WebApp's key; a missing registry or key is done.
+//
+// It always sends the patch instead of first looking for the key in the
+// cached registry: the cache may not yet hold the entry an earlier pass
+// wrote moments ago (a WebApp deleted right after it was registered), and
+// an entry skipped here stays forever, routing to a WebApp that is gone,
+// with no WebApp left to remove it. Removing an absent key changes nothing.
 func (r registry) deregister(ctx context.Context, s *scope) reconciler.Outcome {
-	if err := r.set(ctx, s.Client, registryKey(s.Object), nil); err != nil {
+	patch, err := json.Marshal(map[string]any{"data": map[string]*string{registryKey(s.Object): nil}})
+	if err != nil {
 		return reconciler.Error(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: RegistryName}}
+	err = s.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconciler.Error(wrapRegistry(err))
 	}
 	return reconciler.Continue()
 }
