@@ -43,8 +43,10 @@ func TestToolchain(t *testing.T) {
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: selector},
 					Spec: corev1.PodSpec{Containers: []corev1.Container{{
-						Name:  "web",
-						Image: "registry.invalid/never-pulled:v1", // kwok runs no container
+						Name: "web",
+						// kwok runs no container; on kind, hack/image.sh loads this
+						// image (a tiny HTTP server on 8080), so the pods really run.
+						Image: "registry.example.com/web:v1.0.0",
 						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
 					}}},
 				},

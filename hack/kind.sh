@@ -381,6 +381,8 @@ build_node_rootfs() {
 	tar -C "$root" --numeric-owner -cf "$tarball.tmp" .
 	mv "$tarball.tmp" "$tarball"
 	rm -rf "$root"
+	# Root filesystems of earlier revisions are not needed any more.
+	find "$kdir" -maxdepth 1 -name 'node-*.tar' ! -path "$tarball" -delete
 	say "node root filesystem built in $((SECONDS - start))s"
 }
 
