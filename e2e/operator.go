@@ -40,11 +40,18 @@ import (
 // Caveats: only one instance may serve webhooks at a time, on port 9443,
 // where the webhook configurations of config/local point.
 type operatorProcess struct {
-	name        string
-	binary      string
-	kubeconfig  string
-	namespace   string
-	webhooks    bool
+	name       string
+	binary     string
+	kubeconfig string
+	namespace  string
+	webhooks   bool
+	// noLeaderElection runs the instance as a lone replica would, without
+	// a Lease: a restarted process reconciles at once instead of waiting
+	// out its killed predecessor's Lease (the chaos suite's crash loop).
+	noLeaderElection bool
+	// extraArgs are appended to the flags (the chaos suite asks for log
+	// timestamps with sub-second precision).
+	extraArgs   []string
 	webhookPort int
 	probePort   int
 	metricsPort int
@@ -72,17 +79,17 @@ const stopTimeout = 45 * time.Second
 func (o *operatorProcess) argv0() string { return "webapp-operator-" + o.name }
 
 func (o *operatorProcess) args() []string {
-	return []string{
+	return append([]string{
 		"--kubeconfig", o.kubeconfig,
 		"--namespace", o.namespace,
-		"--leader-elect",
+		"--leader-elect=" + strconv.FormatBool(!o.noLeaderElection),
 		"--enable-webhooks=" + strconv.FormatBool(o.webhooks),
 		"--webhook-host", "127.0.0.1",
 		"--webhook-port", strconv.Itoa(o.webhookPort),
 		"--webhook-cert-ips", "127.0.0.1",
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(o.probePort),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(o.metricsPort),
-	}
+	}, o.extraArgs...)
 }
 
 // start runs the operator and waits until its /readyz answers 200 (for the

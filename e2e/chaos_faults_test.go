@@ -1,0 +1,164 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+)
+
+// chaosFaultyAPI is scenario 3: the operator talks to the apiserver
+// through faultProxy, which delays, resets, throttles (429 with
+// Retry-After), fails (500, 503) a share of its requests and drops or
+// expires (410 Gone) its watches, leader election included. A manager that
+// loses its Lease exits; the supervisor restarts it, as a kubelet would.
+func chaosFaultyAPI() features.Feature {
+	return features.New("chaos 3: a fault-injecting proxy between operator and apiserver").
+		WithLabel("area", "chaos").
+		Assess("the invariants hold after the faults", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			sc := newScenario(ctx, t, cfg, 3, "fault-injecting proxy: delays, resets, 429, 5xx, dropped watches, 410 Gone", 3)
+			if err := createDatabase(ctx, sc.c, sc.ns); err != nil {
+				t.Fatal(err)
+			}
+			proxy, err := startFaultProxy(cfg.Client().RESTConfig(), sc.res.Seed, 0.2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer proxy.Close()
+			kubeconfig := filepath.Join(operator.workDir, "proxy.kubeconfig")
+			if err := proxy.writeKubeconfig(operator.saKubeconfig, kubeconfig); err != nil {
+				t.Fatal(err)
+			}
+			if err := operator.primary.stop(); err != nil {
+				t.Fatal(err)
+			}
+			sup, err := sc.fleet.supervise(ctx, instanceOptions{role: "proxied", webhooks: true, leaderElect: true, kubeconfig: kubeconfig})
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy.enabled.Store(true)
+			s := newSchedule(sc.res.Seed, appsFor(12, 300))
+			r := sc.runner()
+			done := make(chan error, 1)
+			go func() { done <- r.run(ctx, s) }()
+			faulty := time.After(time.Duration(size(15, 120)) * time.Second)
+			for pending := 2; pending > 0; pending-- {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-faulty:
+				}
+			}
+			proxy.enabled.Store(false)
+			lastFault := time.Now()
+			inc, err := sup.halt(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc.res.Faults, sc.res.FaultsWhat = proxy.summary()
+			sc.res.Ops = r.issued.Load()
+			sc.converge(ctx, t, s.final, lastFault)
+			// Stop it while the proxy still forwards, so it releases the Lease.
+			if err := inc.p.stop(); err != nil {
+				t.Error(err)
+			}
+			return ctx
+		}).
+		Teardown(restorePrimaryStep).
+		Feature()
+}
+
+// chaosAPIServerRestart is scenario 2: kube-apiserver and etcd SIGKILLed
+// and started again mid-convergence. Every watch breaks, every request
+// fails while they are down, and a leader that cannot renew its Lease for
+// 10 s exits; the supervisor restarts it.
+func chaosAPIServerRestart() features.Feature {
+	return features.New("chaos 2: kube-apiserver and etcd killed and restarted").
+		WithLabel("area", "chaos").
+		Assess("the invariants hold after the restarts", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			sc := newScenario(ctx, t, cfg, 2, "kube-apiserver and etcd SIGKILLed and restarted mid-convergence", 2)
+			if _, err := harness.component("kube-apiserver"); err != nil {
+				t.Skip(err)
+			}
+			if err := createDatabase(ctx, sc.c, sc.ns); err != nil {
+				t.Fatal(err)
+			}
+			if err := operator.primary.stop(); err != nil {
+				t.Fatal(err)
+			}
+			sup, err := sc.fleet.supervise(ctx, instanceOptions{role: "op", webhooks: true, leaderElect: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSchedule(sc.res.Seed, appsFor(12, 300))
+			r := sc.runner()
+			done := make(chan error, 1)
+			go func() { done <- r.run(ctx, s) }()
+
+			kills := []string{"kube-apiserver", "etcd"}
+			if chaosLong() {
+				kills = append(kills, "kube-apiserver", "etcd")
+			}
+			var lastFault time.Time
+			for _, name := range kills {
+				time.Sleep(sc.jitter(time.Second, 4*time.Second)) // the schedule: when the next fault strikes
+				c, err := harness.component(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				spec, err := c.kill(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(sc.jitter(time.Second, 5*time.Second)) // the schedule: how long it stays down
+				if err := c.start(spec); err != nil {
+					t.Fatal(err)
+				}
+				lastFault = time.Now()
+				sc.res.Faults++
+				if err := waitAPIServerReady(ctx, cfg); err != nil {
+					t.Fatalf("after restarting %s: %v", name, err)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sup.halt(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sc.res.FaultsWhat = fmt.Sprintf("SIGKILLs (%s)", strings.Join(kills, ", "))
+			sc.res.Ops = r.issued.Load()
+			sc.converge(ctx, t, s.final, lastFault)
+			return ctx
+		}).
+		Teardown(restorePrimaryStep).
+		Feature()
+}
+
+// waitAPIServerReady polls the apiserver's /readyz until it answers ok.
+func waitAPIServerReady(ctx context.Context, cfg *envconf.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg.Client().RESTConfig())
+	if err != nil {
+		return err
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the apiserver is not ready: %w (last: %v)", err, last)
+	}
+	return nil
+}

@@ -1,0 +1,310 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+)
+
+// labelManaged marks every object the operator creates for a WebApp.
+const labelManaged = "app.kubernetes.io/managed-by"
+
+// invariants checks the state of one chaos namespace against the model of
+// what its user asked for, reading the apiserver directly (never a cache:
+// the point is the apiserver's truth). Every scenario ends with it.
+//
+// The invariants (issue 18):
+//   - every WebApp that exists is converged: observedGeneration ==
+//     generation, and Ready=True, or Ready=False with the condition that
+//     explains it (DatabaseReady=False DatabaseNotFound for an app whose
+//     dbRef names a Service that does not exist);
+//   - every deleted WebApp is gone; nothing is stuck Terminating;
+//   - exactly one Deployment and one Service per WebApp, controlled by it;
+//     none whose owner is gone (orphaned);
+//   - the route registry holds exactly the live WebApps' entries of the
+//     namespace, each with the right address (a WebApp waiting for its
+//     database has not reached the register step: its entry is not
+//     checked);
+//   - no update the user made was lost: the spec fields the workload set
+//     (image, replicas, dbRef) are in the Deployment;
+//   - no object was written by two leaders at once (see leaderLog).
+type invariants struct {
+	c           client.Client // uncached
+	ns          string
+	registryNS  string
+	model       map[string]appModel
+}
+
+// newInvariants returns the checker for ns against model (app -> what the
+// user last asked).
+func newInvariants(c client.Client, ns string, model map[string]appModel) *invariants {
+	return &invariants{c: c, ns: ns, registryNS: operatorNamespace, model: model}
+}
+
+// expectedNotReady says why a WebApp the user configured this way cannot
+// be Ready: the DatabaseReady reason that must explain it.
+func expectedNotReady(m appModel) (reason string, notReady bool) {
+	if m.DBRef == chaosMissingDB {
+		return "DatabaseNotFound", true
+	}
+	return "", false
+}
+
+// check returns every violation, and the apps that satisfy all of their
+// own invariants (for the time-to-converge figures).
+func (iv *invariants) check(ctx context.Context) (violations []string, convergedApps map[string]bool, err error) {
+	var apps webappv1.WebAppList
+	if err := iv.c.List(ctx, &apps, client.InNamespace(iv.ns)); err != nil {
+		return nil, nil, fmt.Errorf("listing WebApps in %s: %w", iv.ns, err)
+	}
+	var deployments appsv1.DeploymentList
+	if err := iv.c.List(ctx, &deployments, client.InNamespace(iv.ns)); err != nil {
+		return nil, nil, fmt.Errorf("listing Deployments in %s: %w", iv.ns, err)
+	}
+	var services corev1.ServiceList
+	if err := iv.c.List(ctx, &services, client.InNamespace(iv.ns)); err != nil {
+		return nil, nil, fmt.Errorf("listing Services in %s: %w", iv.ns, err)
+	}
+	var registry corev1.ConfigMap
+	err = iv.c.Get(ctx, types.NamespacedName{Namespace: iv.registryNS, Name: registryName}, &registry)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, nil, fmt.Errorf("reading the route registry: %w", err)
+	}
+
+	bad := map[string][]string{} // app ("" for the namespace) -> violations
+	add := func(app, format string, args ...any) { bad[app] = append(bad[app], fmt.Sprintf(format, args...)) }
+
+	live := map[string]*webappv1.WebApp{}
+	for i := range apps.Items {
+		w := &apps.Items[i]
+		live[w.Name] = w
+		m, known := iv.model[w.Name]
+		switch {
+		case !known:
+			add(w.Name, "WebApp %s exists but the workload never created it", w.Name)
+		case m.Deleted:
+			add(w.Name, "WebApp %s was deleted but still exists (deletionTimestamp %v, finalizers %v)", w.Name, w.DeletionTimestamp, w.Finalizers)
+		case w.DeletionTimestamp != nil:
+			add(w.Name, "WebApp %s is Terminating (finalizers %v) though never deleted", w.Name, w.Finalizers)
+		default:
+			iv.checkApp(w, m, add)
+		}
+	}
+	for name, m := range iv.model {
+		if !m.Deleted && live[name] == nil {
+			add(name, "WebApp %s is missing", name)
+		}
+	}
+
+	owned := func(kind string, objs []client.Object) map[string]client.Object {
+		byApp := map[string]client.Object{}
+		for _, o := range objs {
+			ref := metav1.GetControllerOf(o)
+			if o.GetLabels()[labelManaged] != "webapp-operator" && ref == nil {
+				continue // not the operator's (the database Service)
+			}
+			if ref == nil || ref.Kind != "WebApp" {
+				add(o.GetName(), "%s %s is labelled as the operator's but has no WebApp controller", kind, o.GetName())
+				continue
+			}
+			w := live[ref.Name]
+			if w == nil || w.UID != ref.UID {
+				add(ref.Name, "%s %s is orphaned: its WebApp %s (uid %s) is gone", kind, o.GetName(), ref.Name, ref.UID)
+				continue
+			}
+			if prev, dup := byApp[ref.Name]; dup {
+				add(ref.Name, "WebApp %s controls two %ss: %s and %s", ref.Name, kind, prev.GetName(), o.GetName())
+			}
+			byApp[ref.Name] = o
+		}
+		return byApp
+	}
+	deps := owned("Deployment", ptrs(deployments.Items))
+	svcs := owned("Service", ptrs(services.Items))
+
+	prefix := iv.ns + "."
+	for key, value := range registry.Data {
+		name, ok := strings.CutPrefix(key, prefix)
+		if !ok {
+			continue // another namespace's entry
+		}
+		if m, known := iv.model[name]; !known || m.Deleted {
+			add(name, "the route registry still holds %s=%s for a WebApp that does not exist", key, value)
+		}
+	}
+	for name, w := range live {
+		m := iv.model[name]
+		if m.Deleted || w.DeletionTimestamp != nil {
+			continue
+		}
+		_, notReady := expectedNotReady(m)
+		key, want := prefix+name, fmt.Sprintf("http://%s.%s.svc:80", name, iv.ns)
+		if got := registry.Data[key]; !notReady && got != want {
+			// A WebApp waiting for its database is not checked: its pass
+			// stops at the database step, before the register step, so
+			// its entry is whatever it was when it started to wait.
+			add(name, "route registry %s=%q, want %q", key, got, want)
+		}
+		d, _ := deps[name].(*appsv1.Deployment)
+		switch {
+		case d == nil && !notReady:
+			add(name, "WebApp %s has no Deployment", name)
+		case d != nil && !notReady:
+			iv.checkDeployment(d, m, add)
+		}
+		if svcs[name] == nil && !notReady {
+			add(name, "WebApp %s has no Service", name)
+		}
+	}
+
+	convergedApps = map[string]bool{}
+	for name, m := range iv.model {
+		if len(bad[name]) == 0 && !m.Deleted {
+			convergedApps[name] = true
+		}
+	}
+	for _, vs := range bad {
+		violations = append(violations, vs...)
+	}
+	sort.Strings(violations)
+	return violations, convergedApps, nil
+}
+
+// checkApp checks a live WebApp's status.
+func (iv *invariants) checkApp(w *webappv1.WebApp, m appModel, add func(app, format string, args ...any)) {
+	if w.Status.ObservedGeneration != w.Generation {
+		add(w.Name, "WebApp %s not converged: %s", w.Name, describeWebApp(w))
+		return
+	}
+	if w.Spec.Image != m.Image || w.Spec.Replicas == nil || *w.Spec.Replicas != m.Replicas || w.Spec.DBRef != m.DBRef {
+		add(w.Name, "WebApp %s spec image=%s replicas=%v dbRef=%q, the user's last write was %+v", w.Name, w.Spec.Image, w.Spec.Replicas, w.Spec.DBRef, m)
+	}
+	reason, notReady := expectedNotReady(m)
+	if !notReady {
+		if !meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady) || !w.Status.IsReady() || w.Status.ReadyReplicas != m.Replicas {
+			add(w.Name, "WebApp %s not Ready with %d replicas: %s", w.Name, m.Replicas, describeWebApp(w))
+		}
+		return
+	}
+	db := meta.FindStatusCondition(w.Status.Conditions, webappv1.DatabaseReady)
+	if !meta.IsStatusConditionFalse(w.Status.Conditions, conditionReady) || db == nil || db.Status != metav1.ConditionFalse || db.Reason != reason {
+		add(w.Name, "WebApp %s should be Ready=False explained by DatabaseReady=False %s: %s", w.Name, reason, describeWebApp(w))
+	}
+}
+
+// checkDeployment checks that the user's spec fields reached the Deployment.
+func (iv *invariants) checkDeployment(d *appsv1.Deployment, m appModel, add func(app, format string, args ...any)) {
+	app := d.Name
+	cs := d.Spec.Template.Spec.Containers
+	if len(cs) != 1 {
+		add(app, "Deployment %s has %d containers", app, len(cs))
+		return
+	}
+	if cs[0].Image != m.Image {
+		add(app, "Deployment %s image %s, the user's last write was %s (update lost)", app, cs[0].Image, m.Image)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != m.Replicas {
+		add(app, "Deployment %s replicas %v, the user's last write was %d", app, d.Spec.Replicas, m.Replicas)
+	}
+	host := ""
+	for _, e := range cs[0].Env {
+		if e.Name == "DATABASE_HOST" {
+			host = e.Value
+		}
+	}
+	want := ""
+	if m.DBRef != "" {
+		want = fmt.Sprintf("%s.%s.svc", m.DBRef, d.Namespace)
+	}
+	if host != want {
+		add(app, "Deployment %s DATABASE_HOST=%q, want %q (dbRef %q)", app, host, want, m.DBRef)
+	}
+	if !deploymentRolledOut(d, m.Replicas) {
+		add(app, "Deployment %s not rolled out: %s", app, describeDeployment(d))
+	}
+}
+
+func ptrs[T any, P interface {
+	*T
+	client.Object
+}](items []T) []client.Object {
+	out := make([]client.Object, 0, len(items))
+	for i := range items {
+		out = append(out, P(&items[i]))
+	}
+	return out
+}
+
+// convergence is how a scenario ended: the violations left at the
+// deadline (none when it converged) and, per app, how long after the
+// last fault it first satisfied its invariants.
+type convergence struct {
+	violations []string
+	perApp     []time.Duration
+	took       time.Duration
+}
+
+// awaitConvergence polls the checker until no invariant is violated or
+// timeout passes, timing each app from lastFault.
+func (iv *invariants) awaitConvergence(ctx context.Context, lastFault time.Time, timeout time.Duration) (convergence, error) {
+	first := map[string]time.Duration{}
+	deadline := time.Now().Add(timeout)
+	var res convergence
+	for {
+		violations, ok, err := iv.check(ctx)
+		now := time.Since(lastFault)
+		if err == nil {
+			for app := range ok {
+				if _, seen := first[app]; !seen {
+					first[app] = now
+				}
+			}
+			res.violations = violations
+			if len(violations) == 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			if err != nil && res.violations == nil {
+				return res, err
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+	res.took = time.Since(lastFault)
+	for _, d := range first {
+		res.perApp = append(res.perApp, d)
+	}
+	slices.Sort(res.perApp)
+	return res, nil
+}
+
+// percentile returns the p-th percentile (0..100) of sorted durations,
+// nearest rank; zero for none.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(float64(len(sorted))*p/100+0.999999) - 1
+	return sorted[max(0, min(rank, len(sorted)-1))]
+}
