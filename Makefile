@@ -245,3 +245,16 @@ test-alerts: prometheus tools ## promtool check/test of every alert, and config/
 .PHONY: test-alerts-e2e
 test-alerts-e2e: prometheus tools ## A real Prometheus scrapes the operator on the local cluster; WebAppStalled fires and resolves.
 	cd $(E2E_MODULE) && go test -tags e2e -count=1 -timeout 15m -v -run TestOperatorAlerts ./...
+
+##@ Reliability
+
+# The chaos suite (e2e/chaos_*.go, issue 18): seven fault scenarios over the
+# WebApp operator, each ending with the same invariants. `make test-e2e`
+# runs their short form; this runs the long form and rewrites
+# docs/reliability.md with its figures. E2E_CHAOS_APPS=N resizes every
+# scenario, E2E_CHAOS_SEED=N reseeds them.
+CHAOS_REPORT ?= $(CURDIR)/docs/reliability.md
+.PHONY: chaos
+chaos: tools ## The chaos suite's long form on a local kwok cluster; writes docs/reliability.md.
+	cd $(E2E_MODULE) && E2E_CHAOS=long E2E_CHAOS_REPORT=$(CHAOS_REPORT) \
+		go test -tags e2e -count=1 -timeout 120m -v -run TestChaos $(GO_TEST_FLAGS) ./...
