@@ -28,8 +28,12 @@
 //     real etcd, kube-apiserver, kube-controller-manager and kube-scheduler,
 //     plus one node simulated by kwok that makes pods Ready without running
 //     them. Pod and Service IPs are fake: talk only to the apiserver.
-//   - kind: a kind cluster, for hosts with a container engine. The kind binary
-//     comes from KIND_BINARY or PATH; it is never installed on the fly.
+//   - kind: a real one-node kind cluster. Without KIND_BINARY it is created by
+//     hack/kind.sh (`make test-kind`): a node image assembled offline, on the
+//     private dockerd of hack/engine.sh, with the operator and web images of
+//     hack/image.sh loaded. With KIND_BINARY (a laptop with Docker and
+//     registry access) e2e-framework's kind support creates it from kind's
+//     public node image; kind is never installed on the fly.
 //   - existing: the cluster E2E_KUBECONFIG points at; it is not deleted.
 //
 // The kwok and kind clusters are named E2E_CLUSTER_NAME (default
@@ -75,9 +79,14 @@
 //
 // # Running on kind
 //
-// With a container engine and kind installed:
+// Here, with nothing but Go (the engine, node image and images are built
+// offline, cached, and stopped again afterwards):
 //
-//	cd e2e && E2E_PROVIDER=kind go test -tags e2e ./... -v -timeout 30m
+//	make test-kind
+//
+// On a laptop with Docker and kind installed:
+//
+//	cd e2e && KIND_BINARY=$(command -v kind) E2E_PROVIDER=kind go test -tags e2e ./... -v -timeout 30m
 //
 // The operator stage then does what a developer would:
 //
