@@ -446,7 +446,7 @@ cmd_down() {
 	else
 		say "cluster $name does not exist"
 	fi
-	rm -f "$kubeconfig"
+	rm -f "$kubeconfig" "$cluster_dir/$name.kind.yaml"
 	[[ "${KEEP_ENGINE:-}" == 1 ]] && return 0
 	# The engine is shared by the clusters of this checkout (make kind-up's,
 	# the e2e suite's): it stops with the last one.
