@@ -29,7 +29,7 @@ CLUSTER_KUBECONFIG ?= $(CURDIR)/.cluster/reconcilekit.kubeconfig
 # internal/leanmod test keeps its go.mod lean). e2e/ holds only e2e-tagged
 # code, so the plain go targets run in $(MODULES) and test-e2e runs e2e/.
 # hack/tools is the toolchain's own module, built by hack/tools.sh.
-MODULES := . examples bench docs
+MODULES := . examples bench docs packaging
 E2E_MODULE := e2e
 # Every module is built with its own go.mod: a local go.work would mix the
 # nested modules' requirements into the library's.
@@ -258,3 +258,45 @@ CHAOS_REPORT ?= $(CURDIR)/docs/reliability.md
 chaos: tools ## The chaos suite's long form on a local kwok cluster; writes docs/reliability.md.
 	cd $(E2E_MODULE) && E2E_CHAOS=long E2E_CHAOS_REPORT=$(CHAOS_REPORT) \
 		go test -tags e2e -count=1 -timeout 120m -v -run TestChaos $(GO_TEST_FLAGS) ./...
+
+##@ Packaging
+
+# The WebApp operator's OLM bundle, file-based catalog and Helm chart. The
+# nested module packaging/ generates the bundle (operator-framework/api) and
+# tests all three in `make test`: every operator-framework validator suite,
+# the chart against config/default, helm lint, and installs on envtest.
+BUNDLE_VERSION ?= 0.1.0
+BUNDLE_CHANNELS ?= candidate
+BUNDLE_REPLACES ?=
+BUNDLE_SKIP_RANGE ?=
+HELM := $(TOOLS_BIN)/helm
+HELM_RELEASE ?= webapp
+HELM_NAMESPACE ?= webapp-system
+HELM_ARGS ?=
+
+.PHONY: bundle
+bundle: ## Generate the OLM bundle (examples/webapp/bundle, bundle.Dockerfile), its catalog and the chart's CRD from config/.
+	cd packaging && go run ./cmd/bundle -version $(BUNDLE_VERSION) -channels $(BUNDLE_CHANNELS) \
+		-replaces '$(BUNDLE_REPLACES)' -skip-range '$(BUNDLE_SKIP_RANGE)'
+
+.PHONY: bundle-validate
+bundle-validate: ## Run every operator-framework validator suite on the bundle, and check it is up to date.
+	cd packaging && go test -short -count=1 -run '^TestBundle(Validators|UpToDate)$$' -v .
+
+.PHONY: helm-lint
+helm-lint: tools ## helm lint --strict the chart (also run by packaging's tests with Helm's library).
+	$(HELM) lint --strict --namespace $(HELM_NAMESPACE) charts/webapp-operator
+
+.PHONY: helm-template
+helm-template: tools ## Render the chart as `make helm-install` would install it.
+	$(HELM) template $(HELM_RELEASE) charts/webapp-operator --namespace $(HELM_NAMESPACE) --include-crds $(HELM_ARGS)
+
+.PHONY: helm-install
+helm-install: tools ## Install or upgrade the chart in the current cluster (namespace created with Pod Security "restricted").
+	$(KUBECTL) create namespace $(HELM_NAMESPACE) --dry-run=client -o yaml | \
+		$(KUBECTL) label --local -f - pod-security.kubernetes.io/enforce=restricted -o yaml | $(KUBECTL) apply -f -
+	$(HELM) upgrade --install $(HELM_RELEASE) charts/webapp-operator --namespace $(HELM_NAMESPACE) $(HELM_ARGS)
+
+.PHONY: helm-uninstall
+helm-uninstall: tools ## Uninstall the chart (the CRD stays, as Helm keeps crds/: `make uninstall` removes it).
+	$(HELM) uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --ignore-not-found

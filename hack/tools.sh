@@ -15,7 +15,8 @@
 # small module in hack/tools/lint (what `golangci-lint custom` generates, without
 # its git clone). It is keyed on its own: a stamp next to the binary records a
 # hash of hack/tools/lint/go.sum, and a different hash rebuilds that binary only
-# (about a minute), never the control plane.
+# (about a minute), never the control plane. helm is built the same way from
+# hack/helmtool.
 #
 # Usage: hack/tools.sh          build what is missing, print the bin directory
 #        hack/tools.sh --dir    print the bin directory, build nothing
@@ -128,6 +129,11 @@ if ! grep -q "github.com/golangci/golangci-lint/v2 $GOLANGCI_LINT_VERSION\$" "$h
 	exit 1
 fi
 build_keyed_tool golangci-lint-kal "$here/tools/lint" .
+# helm, for `make helm-*` and docs/deploying.md (the chart's tests use Helm's
+# Go library in packaging/ instead). Keyed on hack/helmtool/go.sum; its
+# version is the one that module pins.
+helm_version=$(awk '$1 == "helm.sh/helm/v4" {print $2} $1 == "require" && $2 == "helm.sh/helm/v4" {print $3}' "$here/helmtool/go.mod")
+build_keyed_tool helm "$here/helmtool" helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$helm_version"
 
 [[ -n "$announced" ]] && say "done"
 echo "$bin"

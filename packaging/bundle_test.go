@@ -36,9 +36,9 @@ func TestBundleValidators(t *testing.T) {
 	// Dockerfile (community), and no container tool: the multi-arch suite
 	// would pull the operator image, which is not published from here.
 	opts := map[string]string{
-		"k8s-version":                 "1.37",
-		"index-path":                  filepath.Join(repoRoot, olm.BundleDocker),
-		"container-tools":             "none",
+		"k8s-version":     "1.37",
+		"index-path":      filepath.Join(repoRoot, olm.BundleDocker),
+		"container-tools": "none",
 	}
 	objs := append(bundle.ObjectsToValidate(), bundle, opts)
 

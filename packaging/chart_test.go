@@ -11,8 +11,8 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -239,7 +239,8 @@ func renderChartAs(t *testing.T, name, namespace string, vals map[string]any) []
 
 // kubeVersion is the Kubernetes version the chart is rendered for: the
 // toolchain's (hack/tools.sh). Without it Helm's client-only mode assumes
-// the version it was built against, v1.20, below the chart's kubeVersion.
+// v1.20 in a test binary (it reads client-go's version from the build info
+// only outside tests), below the chart's kubeVersion.
 func kubeVersion(t *testing.T) *common.KubeVersion {
 	t.Helper()
 	v, err := common.ParseKubeVersion("v1.37.2")

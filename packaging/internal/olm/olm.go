@@ -130,8 +130,8 @@ func Generate(root string, r Release) (map[string][]byte, error) {
 	files := map[string][]byte{
 		// operator-sdk's file names: <name>_<group>_<version>_<kind>.yaml,
 		// the CRD as <group>_<plural>.yaml.
-		manifestsDir + "/" + Package + ".clusterserviceversion.yaml": csv,
-		manifestsDir + "/apps.example.com_webapps.yaml":                crdYAML,
+		manifestsDir + "/" + Package + ".clusterserviceversion.yaml":                          csv,
+		manifestsDir + "/apps.example.com_webapps.yaml":                                       crdYAML,
 		manifestsDir + "/webapp-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml": metricsReader,
 		ChartCRD: crdYAML,
 	}
