@@ -157,3 +157,52 @@ func TestBundleUpToDate(t *testing.T) {
 		require.NoError(t, err, fmt.Sprint(dir))
 	}
 }
+
+// TestCatalog checks the file-based catalog the way `opm validate` would
+// for one package (opm is not on the module proxy): one olm.package whose
+// default channel exists, channel entries that are bundles of the catalog,
+// and a bundle whose olm.package and olm.gvk properties are the bundle
+// directory's CSV and CRD.
+func TestCatalog(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, olm.CatalogFile))
+	require.NoError(t, err)
+	docs, err := olm.Decode(b)
+	require.NoError(t, err)
+	bundle, err := manifests.GetBundleFromDir(bundleDir)
+	require.NoError(t, err)
+
+	bySchema := map[string][]map[string]any{}
+	for _, d := range docs {
+		schema, _ := d.Object["schema"].(string)
+		bySchema[schema] = append(bySchema[schema], d.Object)
+	}
+	require.Len(t, bySchema["olm.package"], 1)
+	pkg := bySchema["olm.package"][0]
+	assert.Equal(t, olm.Package, pkg["name"])
+	require.Len(t, bySchema["olm.bundle"], 1)
+	bun := bySchema["olm.bundle"][0]
+	assert.Equal(t, bundle.CSV.Name, bun["name"])
+	assert.Equal(t, olm.Package, bun["package"])
+
+	channels := map[string]bool{}
+	for _, ch := range bySchema["olm.channel"] {
+		channels[ch["name"].(string)] = true
+		assert.Equal(t, olm.Package, ch["package"])
+		entries, _ := ch["entries"].([]any)
+		require.NotEmpty(t, entries)
+		for _, e := range entries {
+			assert.Equal(t, bun["name"], e.(map[string]any)["name"], "channel %s lists a bundle of the catalog", ch["name"])
+		}
+	}
+	assert.True(t, channels[pkg["defaultChannel"].(string)], "the default channel %v exists", pkg["defaultChannel"])
+
+	props := map[string]map[string]any{}
+	for _, p := range bun["properties"].([]any) {
+		p := p.(map[string]any)
+		props[p["type"].(string)] = p["value"].(map[string]any)
+	}
+	assert.Equal(t, map[string]any{"packageName": olm.Package, "version": bundle.CSV.Spec.Version.String()}, props["olm.package"])
+	require.Len(t, bundle.V1CRDs, 1)
+	crd := bundle.V1CRDs[0]
+	assert.Equal(t, map[string]any{"group": crd.Spec.Group, "kind": crd.Spec.Names.Kind, "version": crd.Spec.Versions[0].Name}, props["olm.gvk"])
+}

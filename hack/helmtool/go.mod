@@ -1,11 +1,12 @@
 // helm, built from the Go module proxy by hack/tools.sh (build_keyed_tool:
 // rebuilt when this go.sum changes, without changing the control plane's
-// cache key). A module of its own so that hack/tools/go.sum stays as it is.
+// cache key). A module of its own so that hack/tools/go.sum stays as it is;
+// the tool directive below is what it builds.
 module github.com/reconcilekit/reconcilekit/hack/helmtool
 
 go 1.26.0
 
-require helm.sh/helm/v4 v4.3.2
+require helm.sh/helm/v4 v4.3.2 // indirect
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
@@ -131,3 +132,5 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+tool helm.sh/helm/v4/cmd/helm
