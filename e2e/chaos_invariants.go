@@ -44,10 +44,10 @@ const labelManaged = "app.kubernetes.io/managed-by"
 //     (image, replicas, dbRef) are in the Deployment;
 //   - no object was written by two leaders at once (see leaderLog).
 type invariants struct {
-	c           client.Client // uncached
-	ns          string
-	registryNS  string
-	model       map[string]appModel
+	c          client.Client // uncached
+	ns         string
+	registryNS string
+	model      map[string]appModel
 }
 
 // newInvariants returns the checker for ns against model (app -> what the
@@ -256,7 +256,6 @@ func ptrs[T any, P interface {
 type convergence struct {
 	violations []string
 	perApp     []time.Duration
-	took       time.Duration
 }
 
 // awaitConvergence polls the checker until no invariant is violated or
@@ -291,7 +290,6 @@ func (iv *invariants) awaitConvergence(ctx context.Context, lastFault time.Time,
 		case <-time.After(pollInterval):
 		}
 	}
-	res.took = time.Since(lastFault)
 	for _, d := range first {
 		res.perApp = append(res.perApp, d)
 	}

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"io"
-	"log"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,6 +13,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	mrand "math/rand/v2"
 	"net"
@@ -52,6 +52,8 @@ type faultProxy struct {
 	// rate is the share of requests (0..1) that get a fault while enabled.
 	rate    float64
 	enabled atomic.Bool
+	// requests counts every request the proxy received.
+	requests atomic.Int64
 
 	mu     sync.Mutex
 	rng    *mrand.Rand
@@ -165,6 +167,7 @@ func (p *faultProxy) pick(watch bool) (fault string, delay time.Duration) {
 }
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.requests.Add(1)
 	watch := r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1"
 	fault, delay := p.pick(watch)
 	switch fault {

@@ -30,8 +30,7 @@ import (
 // chaosLong reports whether the long form runs.
 func chaosLong() bool { return os.Getenv("E2E_CHAOS") == "long" }
 
-// size picks the short or the long form's figure; E2E_CHAOS_APPS, when set,
-// replaces the number of WebApps (only callers passing apps=true).
+// size picks the short or the long form's figure.
 func size(short, long int) int {
 	if chaosLong() {
 		return long
@@ -39,6 +38,7 @@ func size(short, long int) int {
 	return short
 }
 
+// appsFor is size for a number of WebApps, which E2E_CHAOS_APPS overrides.
 func appsFor(short, long int) int {
 	if n, err := strconv.Atoi(os.Getenv("E2E_CHAOS_APPS")); err == nil && n > 0 {
 		return n
@@ -191,7 +191,7 @@ func TestChaos(t *testing.T) {
 		chaosLeaderFailover(),
 	)
 	if path := os.Getenv("E2E_CHAOS_REPORT"); path != "" {
-		if err := writeReliabilityReport(context.Background(), path, chaosResults, time.Since(start)); err != nil {
+		if err := writeReliabilityReport(path, chaosResults, time.Since(start)); err != nil {
 			t.Errorf("writing %s: %v", path, err)
 		} else {
 			t.Logf("wrote %s", path)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,7 +95,13 @@ type webappOperator struct {
 
 	mu        sync.Mutex
 	processes []*operatorProcess
-	primary   *operatorProcess // process mode: serves the webhooks on 9443
+	// retired are stopped processes that ran under injected faults (the
+	// chaos suite's restarted apiserver, its fault proxy): checks of the
+	// operator's identity and least privilege skip them, since a
+	// restarting apiserver denies requests until its authorizer has
+	// synced; their logs are still exported after a failure.
+	retired []*operatorProcess
+	primary *operatorProcess // process mode: serves the webhooks on 9443
 }
 
 // operator is the suite's WebApp operator, set up by TestMain.
@@ -476,11 +483,19 @@ func (o *webappOperator) restorePrimary(ctx context.Context, cfg *envconf.Config
 	return errors.Join(errs...)
 }
 
+// retire moves stopped processes from processes to retired.
+func (o *webappOperator) retire(ps ...*operatorProcess) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.processes = slices.DeleteFunc(o.processes, func(p *operatorProcess) bool { return slices.Contains(ps, p) })
+	o.retired = append(o.retired, ps...)
+}
+
 // teardown stops every operator process and keeps the logs after a
 // failure.
 func (o *webappOperator) teardown(ctx context.Context, failed bool) {
 	o.mu.Lock()
-	processes := append([]*operatorProcess(nil), o.processes...)
+	processes := append(append([]*operatorProcess(nil), o.processes...), o.retired...)
 	o.mu.Unlock()
 	for _, p := range processes {
 		if err := p.stop(); err != nil {
