@@ -46,19 +46,27 @@ func chaosFaultyAPI() features.Feature {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proxy.enabled.Store(true)
+			proxy.enable()
 			s := newSchedule(sc.res.Seed, appsFor(12, 300))
 			r := sc.runner()
 			done := make(chan error, 1)
 			go func() { done <- r.run(ctx, s) }()
 			faulty := time.After(time.Duration(size(15, 120)) * time.Second)
-			for pending := 2; pending > 0; pending-- {
+			// Watches live for minutes; besides the share of new ones
+			// the proxy breaks, every open one is cut every 5 s.
+			cut := time.NewTicker(5 * time.Second)
+			defer cut.Stop()
+			for pending := 2; pending > 0; {
 				select {
 				case err := <-done:
 					if err != nil {
 						t.Fatal(err)
 					}
+					pending--
 				case <-faulty:
+					pending--
+				case <-cut.C:
+					proxy.cutWatches()
 				}
 			}
 			proxy.enabled.Store(false)

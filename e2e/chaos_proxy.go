@@ -55,9 +55,10 @@ type faultProxy struct {
 	// requests counts every request the proxy received.
 	requests atomic.Int64
 
-	mu     sync.Mutex
-	rng    *mrand.Rand
-	counts map[string]int
+	mu      sync.Mutex
+	rng     *mrand.Rand
+	counts  map[string]int
+	watches map[*struct{}]context.CancelFunc // the open watch streams
 }
 
 // The faults the proxy injects.
@@ -93,7 +94,8 @@ func startFaultProxy(admin *rest.Config, seed uint64, rate float64) (*faultProxy
 		return nil, err
 	}
 	p := &faultProxy{upstream: upstream, caPEM: caPEM, rate: rate,
-		rng: mrand.New(mrand.NewPCG(seed, 0x9e0)), counts: map[string]int{}}
+		rng: mrand.New(mrand.NewPCG(seed, 0x9e0)), counts: map[string]int{},
+		watches: map[*struct{}]context.CancelFunc{}}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(upstream) },
 		Transport: &http.Transport{
@@ -113,6 +115,24 @@ func startFaultProxy(admin *rest.Config, seed uint64, rate float64) (*faultProxy
 	p.server = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.server.Serve(p.listener) }() // ends with Close
 	return p, nil
+}
+
+// enable starts injecting faults, and cuts every watch open now: the
+// operator opened its watches at startup and would otherwise keep them
+// through a short run, so none would meet a fault.
+func (p *faultProxy) enable() {
+	p.enabled.Store(true)
+	p.cutWatches()
+}
+
+// cutWatches drops every open watch stream mid-stream.
+func (p *faultProxy) cutWatches() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cancel := range p.watches {
+		cancel()
+		p.counts[faultWatchDrop]++
+	}
 }
 
 // URL is where clients reach the proxy.
@@ -170,6 +190,10 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
 	watch := r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1"
 	fault, delay := p.pick(watch)
+	if fault == "" && watch {
+		p.serveWatch(w, r)
+		return
+	}
 	switch fault {
 	case "":
 		p.rp.ServeHTTP(w, r)
@@ -199,6 +223,23 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		p.rp.ServeHTTP(w, r.WithContext(ctx))
 		panic(http.ErrAbortHandler) // the client sees the connection die, not a clean end
+	}
+}
+
+// serveWatch proxies a watch that enable can cut.
+func (p *faultProxy) serveWatch(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	key := &struct{}{}
+	p.mu.Lock()
+	p.watches[key] = cancel
+	p.mu.Unlock()
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
+	p.mu.Lock()
+	delete(p.watches, key)
+	p.mu.Unlock()
+	if ctx.Err() != nil && r.Context().Err() == nil {
+		panic(http.ErrAbortHandler) // cut by enable: the connection dies
 	}
 }
 
