@@ -220,9 +220,9 @@ kind-deploy: kind-load ## kind-load, then `make deploy` to the kind cluster.
 	@KUBECONFIG=$(KIND_KUBECONFIG) $(MAKE) --no-print-directory deploy
 
 # The e2e suite on a kind cluster of its own (E2E_CLUSTER_NAME), created by
-# hack/kind.sh on the private engine. Not part of `make test`: several
-# assessments still assume kwok's simulated node (pods Ready without running
-# their image).
+# hack/kind.sh on the private engine (no kind-up needed), plus
+# e2e/kind_test.go's features, which skip on kwok. Not part of `make test`: a
+# cold cache adds some 30 minutes of builds (README, "A real node: kind").
 .PHONY: test-kind
 test-kind: tools ## E2E suite on kind (hack/kind.sh; the operator deployed from its offline-built image).
 	cd $(E2E_MODULE) && E2E_PROVIDER=kind E2E_CLUSTER_NAME=$${E2E_CLUSTER_NAME:-reconcilekit-kind-e2e} \

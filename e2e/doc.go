@@ -71,7 +71,8 @@
 //     a `make demo` operator first (`make cluster-down`).
 //   - deployment (default for kind): as `make deploy` does, the image in
 //     the cluster. The features that control operator processes (leader
-//     election, restart) skip.
+//     election, restart) skip; TestKindOperatorFailover deletes the leader's
+//     pod instead.
 //
 // On E2E_PROVIDER=existing what the stage installed stays installed, like
 // the cluster (`kubectl delete -k examples/webapp/config/local`, or `make
@@ -100,6 +101,35 @@
 // .cluster/e2e-deploy that only replaces the image. The apiserver reaches
 // the webhooks through their Service, with the certificate the operator
 // issues for it.
+//
+// # What only a real node shows
+//
+// kind_test.go runs only on E2E_PROVIDER=kind with the operator deployed
+// (E2E_OPERATOR=deployment) and skips elsewhere: on kwok no container runs.
+// The host still talks only to the apiserver; requests inside the cluster
+// come from Jobs running the web image (hack/kindtools/web, built by
+// hack/image.sh) as a client, `web -get URL`, which retries until its
+// -deadline and exits 0 only on the expected status (and certificate
+// fingerprint, with -cert-sha256). The features:
+//
+//   - TestKindPodsRunAndServiceRoutes: a WebApp's pods run the image
+//     (Running, containers started by the runtime, Ready, no restarts) and a
+//     Job gets 200 from http://<webapp>.<namespace>.svc/, answered by one of
+//     its pods (the server replies with its pod's name).
+//   - TestKindOperatorFailover: config/default's two replicas run with
+//     --leader-elect; the leader's pod is deleted, the Lease moves to another
+//     pod, a WebApp created afterwards becomes Ready, the Deployment is back
+//     to two Ready pods.
+//   - TestKindWebhookCertificateReissued: the webhook Secret is deleted; the
+//     leader re-issues the certificate under a new CA that both caBundles
+//     trust, the webhook Service serves it (by SHA-256, from a Job), and
+//     server-side dry-run creates of WebApps every 100ms never fail meanwhile.
+//   - TestKindSecureMetrics: config/prometheus' metrics Service; a
+//     ServiceAccount bound to webapp-metrics-reader scrapes reconcilekit_
+//     metrics (200), one that is not gets 403.
+//
+// Namespace deletion with a WebApp in it is TestWebAppLifecycle's, which on
+// kind deletes real pods.
 //
 // # Timing
 //

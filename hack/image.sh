@@ -11,7 +11,9 @@
 #   - a tiny HTTP server for the WebApps' pods (hack/kindtools/web, port
 #     8080), tagged $WEB_IMG (default reconcilekit/web:dev) and with the names
 #     the sample WebApp (registry.example.com/web:v2.1.0) and the e2e suite's
-#     WebApps ask for ($WEB_ALIASES), so that their pods really run.
+#     WebApps ask for ($WEB_ALIASES), so that their pods really run. The
+#     same binary is the e2e suite's in-cluster client (`web -get URL`, in
+#     Jobs: e2e/kind_test.go), since the image has no shell and no curl.
 #
 # Usage:
 #   hack/image.sh build   build both images into the engine
