@@ -124,12 +124,20 @@ func (inc *incarnation) kill() {
 	inc.markEnded()
 }
 
-// restarts counts the incarnations that ended (killed or exited) and were
-// followed by another.
+// restarts counts the incarnations started to replace one that had ended
+// (killed or exited); a standby started beside a leader is not one.
 func (f *fleet) restarts() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return max(0, len(f.incs)-1)
+	incs := f.all()
+	n := 0
+	for i, inc := range incs {
+		for _, prev := range incs[:i] {
+			if end := prev.end(); !end.IsZero() && !end.After(inc.started) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // all lists the incarnations, in the order they were started.

@@ -94,7 +94,13 @@ type scenario struct {
 }
 
 func newScenario(ctx context.Context, t *testing.T, cfg *envconf.Config, number int, title string, seed uint64) *scenario {
+	t.Helper()
 	seed = seedFor(seed)
+	// Room for every pod of the largest scenario (up to 3 replicas per
+	// WebApp); the short form fits on kwokctl's one node.
+	if err := ensureNodes(ctx, cfg.Client().RESTConfig(), appsFor(12, 300)*3+20); err != nil {
+		t.Fatal(err)
+	}
 	return &scenario{
 		res:   chaosResult{Number: number, Scenario: title, Seed: seed},
 		ns:    Namespace(ctx, t),

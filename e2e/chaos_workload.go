@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -208,9 +209,13 @@ func (r *runner) do(ctx context.Context, op chaosOp) error {
 func (r *runner) try(ctx context.Context, op chaosOp) error {
 	switch op.kind {
 	case opCreate:
+		// Small requests: the default 500m CPU per pod would fill the
+		// simulated nodes' CPU after 64 pods, leaving pods Pending and
+		// WebApps unready for want of capacity, not of correctness.
 		w := &webappv1.WebApp{
 			ObjectMeta: metav1.ObjectMeta{Name: op.app, Namespace: r.ns},
-			Spec:       webappv1.WebAppSpec{Image: op.spec.Image, Replicas: new(op.spec.Replicas), DBRef: op.spec.DBRef},
+			Spec: webappv1.WebAppSpec{Image: op.spec.Image, Replicas: new(op.spec.Replicas), DBRef: op.spec.DBRef,
+				Resources: &webappv1.ContainerResources{CPU: new(resource.MustParse("10m")), Memory: new(resource.MustParse("16Mi"))}},
 		}
 		return r.c.Create(ctx, w)
 	case opUpdate:
