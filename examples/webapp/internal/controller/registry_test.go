@@ -70,7 +70,7 @@ func TestRegistryDriftIsRepaired(t *testing.T) {
 
 	for _, drift := range []string{
 		`{"data":{"` + entry + `":"http://hijacked.example.com"}}`, // pointed elsewhere
-		`{"data":{"` + entry + `":null}}`,                           // removed
+		`{"data":{"` + entry + `":null}}`,                          // removed
 	} {
 		require.NoError(t, env.Client.Patch(ctx, registry, client.RawPatch(types.MergePatchType, []byte(drift))))
 		require.Eventually(t, entryIs(want, true), 10*time.Second, 50*time.Millisecond, "registry drift %s was not repaired", drift)
