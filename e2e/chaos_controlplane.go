@@ -39,7 +39,9 @@ func (h *Harness) component(name string) (*controlPlaneComponent, error) {
 	return &controlPlaneComponent{name: name, workdir: filepath.Join(h.opts.RepoRoot, ".cluster", "kwok", "clusters", h.opts.ClusterName)}, nil
 }
 
-func (c *controlPlaneComponent) pidFile() string { return filepath.Join(c.workdir, "pids", c.name+".pid") }
+func (c *controlPlaneComponent) pidFile() string {
+	return filepath.Join(c.workdir, "pids", c.name+".pid")
+}
 
 // processSpec is what it takes to start a process again as it was.
 type processSpec struct {
