@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
 
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
@@ -28,6 +29,7 @@ import (
 // possibly forever. The controller now watches it and re-registers the
 // WebApps whose entry drifted.
 func TestRegistryDriftIsRepaired(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	env.StartManager(t, func(mgr manager.Manager) error {
