@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/reconcilekit/reconcilekit/internal/kwoknodes"
+
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
 )
 
@@ -98,7 +100,7 @@ func newScenario(ctx context.Context, t *testing.T, cfg *envconf.Config, number 
 	seed = seedFor(seed)
 	// Room for every pod of the largest scenario (up to 3 replicas per
 	// WebApp); the short form fits on kwokctl's one node.
-	if err := ensureNodes(ctx, cfg.Client().RESTConfig(), appsFor(12, 300)*3+20); err != nil {
+	if err := kwoknodes.Ensure(ctx, cfg.Client().RESTConfig(), appsFor(12, 300)*3+20, "chaos-node"); err != nil {
 		t.Fatal(err)
 	}
 	return &scenario{

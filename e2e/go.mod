@@ -10,6 +10,7 @@ go 1.26.0
 require (
 	github.com/prometheus/common v0.70.0
 	github.com/prometheus/prometheus v0.310.0
+	github.com/reconcilekit/reconcilekit v0.0.0-00010101000000-000000000000
 	github.com/reconcilekit/reconcilekit/examples v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	k8s.io/api v0.37.2

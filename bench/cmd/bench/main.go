@@ -39,6 +39,7 @@ import (
 
 	"github.com/reconcilekit/reconcilekit/bench"
 	"github.com/reconcilekit/reconcilekit/bench/baseline"
+	"github.com/reconcilekit/reconcilekit/internal/kwoknodes"
 )
 
 const module = "github.com/reconcilekit/reconcilekit"
@@ -183,7 +184,7 @@ func run() error {
 	}
 	if o.kubeconfig == "" {
 		// Room for every pod of a phase, plus headroom.
-		if err := ensureNodes(ctx, cfg, o.n+100); err != nil {
+		if err := kwoknodes.Ensure(ctx, cfg, o.n+100, "bench-node"); err != nil {
 			return err
 		}
 	}

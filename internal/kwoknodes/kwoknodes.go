@@ -1,6 +1,7 @@
-//go:build e2e
-
-package e2e
+// Package kwoknodes adds simulated nodes to a kwok cluster, for the suites
+// (bench, the e2e chaos suite) that run more pods than kwokctl's one node
+// holds.
+package kwoknodes
 
 import (
 	"context"
@@ -19,16 +20,15 @@ import (
 // selector).
 const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 
-// ensureNodes adds simulated nodes, cloned from the cluster's kwok node,
-// until the kwok nodes' pod capacity holds pods, and waits until they are
-// Ready: kwokctl's one node takes 110 pods, and the long form runs hundreds
-// of WebApps with up to three replicas each. kwok manages every node that
-// carries its annotation, so a clone is as real as `kwokctl scale node`'s
-// (as bench/cmd/bench does).
-func ensureNodes(ctx context.Context, cfg *rest.Config, pods int) error {
+// Ensure adds simulated nodes named prefix-000, prefix-001, ..., cloned
+// from the cluster's kwok node, until the kwok nodes' pod capacity holds
+// pods (kwokctl's one node takes 110), and waits until they are Ready. kwok
+// manages every node that carries its annotation, so a clone is as real as
+// `kwokctl scale node`'s. Nodes that already exist are kept and counted.
+func Ensure(ctx context.Context, cfg *rest.Config, pods int, prefix string) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("kwok nodes: %w", err)
 	}
 	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -52,7 +52,7 @@ func ensureNodes(ctx context.Context, cfg *rest.Config, pods int) error {
 	}
 	var added []string
 	for i := 0; capacity < int64(pods); i++ {
-		name := fmt.Sprintf("chaos-node-%03d", i)
+		name := fmt.Sprintf("%s-%03d", prefix, i)
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: template.Annotations},
 			Spec:       corev1.NodeSpec{Taints: template.Spec.Taints},
