@@ -71,7 +71,7 @@ var (
 // combinations, through the apiserver (each rejection names all of its
 // fields; nothing is stored), then a seeded corpus of malformed
 // AdmissionReview bodies posted straight to the webhook server on
-// 127.0.0.1:9443 (it answers every one, never panics, and keeps serving).
+// 127.0.0.1:primaryWebhookPort (it answers every one, never panics, and keeps serving).
 func chaosBadInput() features.Feature {
 	var sc *scenario
 	return features.New("chaos 7: bad input").
@@ -121,7 +121,7 @@ func chaosBadInput() features.Feature {
 				t.Fatal(err)
 			}
 			pidBefore := operator.primary.cmd.Process.Pid
-			base := "https://127.0.0.1:9443"
+			base := fmt.Sprintf("https://127.0.0.1:%d", primaryWebhookPort)
 			readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", operator.primary.probePort)
 			corpus := fuzzCorpus(sc.rng, size(300, 5000))
 			for i, body := range corpus {

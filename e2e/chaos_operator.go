@@ -73,7 +73,7 @@ type fleet struct {
 // instanceOptions say how an incarnation runs.
 type instanceOptions struct {
 	role        string // part of the name: leader, standby, crash...
-	webhooks    bool   // serve the webhooks on 9443 (one instance at a time)
+	webhooks    bool   // serve the webhooks on primaryWebhookPort (one instance at a time)
 	leaderElect bool
 	kubeconfig  string // default: the ServiceAccount's kubeconfig
 }

@@ -68,7 +68,9 @@
 //     .cluster/<cluster name>-operator/webapp-operator-<instance>.log (tail
 //     it while the suite runs); the logs are copied to <artifacts>/operator
 //     when something failed, and the directory is removed at the end. Port 9443 must be free: stop
-//     a `make demo` operator first (`make cluster-down`).
+//     a `make demo` operator first (`make cluster-down`), or set
+//     E2E_WEBHOOK_PORT to another free port (the suite rewrites the
+//     installed webhook URLs), which also lets two suites run at once.
 //   - deployment (default for kind): as `make deploy` does, the image in
 //     the cluster. The features that control operator processes (leader
 //     election, restart) skip; TestKindOperatorFailover deletes the leader's

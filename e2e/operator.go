@@ -37,8 +37,8 @@ import (
 //   - The process dies with the test binary (Pdeathsig), so not even a
 //     SIGKILLed `go test` leaves an operator running.
 //
-// Caveats: only one instance may serve webhooks at a time, on port 9443,
-// where the webhook configurations of config/local point.
+// Caveats: only one instance may serve webhooks at a time, on
+// primaryWebhookPort, where the installed webhook configurations point.
 type operatorProcess struct {
 	name       string
 	binary     string
@@ -63,9 +63,26 @@ type operatorProcess struct {
 	logStart int64         // offset of the current run's output in logPath
 }
 
-// primaryWebhookPort is where config/local's webhook configurations send
-// admission requests (https://127.0.0.1:9443/...).
-const primaryWebhookPort = 9443
+// primaryWebhookPort is where the webhook configurations installed from
+// config/local send admission requests: https://127.0.0.1:9443/..., as in
+// `make demo`, unless E2E_WEBHOOK_PORT names another port, so that two
+// suites (on two clusters) can run on one host at once.
+var primaryWebhookPort = webhookPortFromEnv()
+
+func webhookPortFromEnv() int {
+	v := os.Getenv("E2E_WEBHOOK_PORT")
+	if v == "" {
+		return localWebhookPort
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 1 || p > 65535 {
+		panic(fmt.Sprintf("E2E_WEBHOOK_PORT=%q: want a port number (1-65535)", v))
+	}
+	return p
+}
+
+// localWebhookPort is the port config/local's webhook configurations name.
+const localWebhookPort = 9443
 
 // readyTimeout bounds an operator's start: building its cache, and for the
 // webhook instance issuing or loading its serving certificate.

@@ -101,7 +101,7 @@ type webappOperator struct {
 	// restarting apiserver denies requests until its authorizer has
 	// synced; their logs are still exported after a failure.
 	retired []*operatorProcess
-	primary *operatorProcess // process mode: serves the webhooks on 9443
+	primary *operatorProcess // process mode: serves the webhooks on primaryWebhookPort
 }
 
 // operator is the suite's WebApp operator, set up by TestMain.
@@ -261,10 +261,26 @@ func splitImage(image string) (name, tag, digest string) {
 
 // install applies a kustomization and waits for the CRD to be served.
 func (o *webappOperator) install(ctx context.Context, kustomization string) error {
-	if _, err := o.h.Kubectl(ctx, "apply", "--server-side", "-k", kustomization); err != nil {
+	manifests, err := o.h.Kubectl(ctx, "kustomize", kustomization)
+	if err != nil {
 		return err
 	}
-	_, err := o.h.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+webappCRD, "--timeout=60s")
+	// config/local's webhooks call https://127.0.0.1:9443; E2E_WEBHOOK_PORT
+	// moves them (primaryWebhookPort).
+	local := fmt.Sprintf("https://127.0.0.1:%d/", localWebhookPort)
+	manifests = strings.ReplaceAll(manifests, local, fmt.Sprintf("https://127.0.0.1:%d/", primaryWebhookPort))
+	dir, err := o.makeWorkDir()
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "installed.yaml")
+	if err := os.WriteFile(file, []byte(manifests), 0o600); err != nil {
+		return err
+	}
+	if _, err := o.h.Kubectl(ctx, "apply", "--server-side", "-f", file); err != nil {
+		return err
+	}
+	_, err = o.h.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+webappCRD, "--timeout=60s")
 	return err
 }
 
@@ -349,7 +365,7 @@ func (o *webappOperator) makeWorkDir() (string, error) {
 }
 
 // newProcess prepares (does not start) an operator instance. Only the
-// primary serves webhooks, on 9443; every other port is a free one.
+// primary serves webhooks, on primaryWebhookPort; every other port is a free one.
 func (o *webappOperator) newProcess(name string, webhooks bool) (*operatorProcess, error) {
 	if o.mode != modeProcess {
 		return nil, fmt.Errorf("operator processes need E2E_OPERATOR=process, not %s", o.mode)
