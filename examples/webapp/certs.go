@@ -33,15 +33,23 @@ import (
 // +kubebuilder:rbac:groups=core,resources=secrets,verbs=create,namespace=webapp-system
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update,resourceNames=webapp-mutating-webhook-configuration
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update,resourceNames=webapp-validating-webhook-configuration
+//
+// The WebApp CRD, for the caBundle of its conversion webhook: the Rotator
+// reads it and writes it with update (as it does the webhook
+// configurations), limited by name to this one CRD. No other CRD can be read
+// or changed.
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;update,resourceNames=webapps.apps.example.com
 
 // certFlags choose how the webhook server gets its serving certificate:
-// self-managed (the default: webhookkit/certs issues, stores, injects and
-// rotates it) or external (files mounted from cert-manager or anything
+// self-managed (the default: webhookkit/certs issues, stores, injects into
+// the webhook configurations and the CRD's conversion webhook, and rotates
+// it) or external (files mounted from cert-manager or anything
 // else, reloaded by controller-runtime's certwatcher).
 type certFlags struct {
 	mode, dir            string
 	service, secret      string
 	mutating, validating string
+	conversionCRD        string
 	extraIPs, extraDNS   string
 	rotator              *certs.Rotator
 }
@@ -53,6 +61,7 @@ func (c *certFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.secret, "webhook-cert-secret", "webapp-webhook-server-cert", "self-managed mode: the Secret holding the CA and certificate. The generated role allows only the default name (RBAC markers in certs.go).")
 	fs.StringVar(&c.mutating, "mutating-webhook-configuration", "webapp-mutating-webhook-configuration", "self-managed mode: configuration to inject the CA bundle into. The generated role allows only the default name (RBAC markers in certs.go).")
 	fs.StringVar(&c.validating, "validating-webhook-configuration", "webapp-validating-webhook-configuration", "self-managed mode: configuration to inject the CA bundle into. The generated role allows only the default name (RBAC markers in certs.go).")
+	fs.StringVar(&c.conversionCRD, "conversion-crd", "webapps.apps.example.com", "self-managed mode: CRD whose conversion webhook gets the CA bundle; \"\" for none. The generated role allows only the default name (RBAC markers in certs.go).")
 	fs.StringVar(&c.extraIPs, "webhook-cert-ips", "", "self-managed mode: comma-separated extra IP SANs, e.g. 127.0.0.1 for a host-process operator.")
 	fs.StringVar(&c.extraDNS, "webhook-cert-dns-names", "", "self-managed mode: comma-separated extra DNS SANs.")
 }
@@ -83,6 +92,7 @@ func (c *certFlags) tlsOpts(namespace string) ([]func(*tls.Config), error) {
 		ExtraDNSNames: splitList(c.extraDNS), ExtraIPs: ips,
 		MutatingWebhookConfigurations:   []string{c.mutating},
 		ValidatingWebhookConfigurations: []string{c.validating},
+		ConversionCRDs:                  splitList(c.conversionCRD),
 	})
 	if err != nil {
 		return nil, err

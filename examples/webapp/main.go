@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
 	webappwebhook "github.com/reconcilekit/reconcilekit/examples/webapp/internal/webhook"
 )
@@ -86,7 +87,13 @@ func run() error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
+	// Both served versions: the controller reconciles v2 (the storage
+	// version and conversion hub); v1 is in the scheme for the conversion
+	// webhook, which converts between the two.
 	if err := webappv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := webappv2.AddToScheme(scheme); err != nil {
 		return err
 	}
 

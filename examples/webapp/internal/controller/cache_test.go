@@ -18,7 +18,7 @@ import (
 	"github.com/reconcilekit/reconcilekit/conditions"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
 
-	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
 )
 
@@ -30,7 +30,7 @@ import (
 // read-your-writes the WebApp said Ready=True for the new generation before
 // any pod of it existed.
 func TestNoReadyBeforeRollout(t *testing.T) {
-	f := newFixture(t, webappv1Spec("registry.example.com/web:v1", 2))
+	f := newFixture(t, webappv2Spec("registry.example.com/web:v1", 2))
 	f.reconcile()
 	f.rollOut(2)
 	f.reconcile()
@@ -59,7 +59,7 @@ func TestNoReadyBeforeRollout(t *testing.T) {
 // this pass: the registry watch re-registers only WebApps whose pass already
 // got past the register step.
 func TestRegistryCreatedConcurrently(t *testing.T) {
-	f := newFixture(t, webappv1Spec("web:1", 1))
+	f := newFixture(t, webappv2Spec("web:1", 1))
 	other := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: controller.RegistryName},
 		Data:       map[string]string{"other.app": "http://app.other.svc:80"},
@@ -90,6 +90,6 @@ func (withWatch) Watch(context.Context, client.ObjectList, ...client.ListOption)
 	return nil, apierrors.NewMethodNotSupported(schema.GroupResource{}, "watch")
 }
 
-func webappv1Spec(image string, replicas int32) webappv1.WebAppSpec {
-	return webappv1.WebAppSpec{Image: image, Replicas: &replicas}
+func webappv2Spec(image string, replicas int32) webappv2.WebAppSpec {
+	return webappv2.WebAppSpec{Image: image, Replicas: &replicas}
 }

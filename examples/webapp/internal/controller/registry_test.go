@@ -18,7 +18,7 @@ import (
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
 
-	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
 )
 
@@ -36,7 +36,7 @@ func TestRegistryDriftIsRepaired(t *testing.T) {
 		_, err := controller.Setup(mgr, ns)
 		return err
 	})
-	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: webappv1Spec("registry.example.com/web:v1", 1)}
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: webappv2Spec("registry.example.com/web:v1", 1)}
 	require.NoError(t, env.Client.Create(ctx, app))
 	key := types.NamespacedName{Namespace: ns, Name: "shop"}
 
@@ -51,7 +51,7 @@ func TestRegistryDriftIsRepaired(t *testing.T) {
 			_ = env.Client.Status().Update(ctx, d) // a conflict is retried
 			return false
 		}
-		w := &webappv1.WebApp{}
+		w := &webappv2.WebApp{}
 		return env.Client.Get(ctx, key, w) == nil && conditions.IsTrue(w, conditions.Ready)
 	}, 30*time.Second, 50*time.Millisecond, "the WebApp never became Ready")
 
@@ -86,7 +86,7 @@ func TestRegistryDriftIsRepaired(t *testing.T) {
 // and dropped the finalizer, leaving an entry that routed to a deleted
 // WebApp forever. The registry here trails by one version, every run.
 func TestDeregisterWithLaggingCache(t *testing.T) {
-	f := newFixture(t, webappv1Spec("registry.example.com/web:v1", 1))
+	f := newFixture(t, webappv2Spec("registry.example.com/web:v1", 1))
 	ctx, ns := f.ctx, f.ns
 	f.useClient(reconcilertest.NewClient(f.m.Client,
 		reconcilertest.WithCacheLag(f.m.Cache, reconcilertest.Lag{Kind: "ConfigMap", Events: 1})))
@@ -108,6 +108,6 @@ func TestDeregisterWithLaggingCache(t *testing.T) {
 	require.NoError(t, env.Client.Get(ctx, registry, reg))
 	require.NotContains(t, reg.Data, ns+".shop", "the entry of the deleted WebApp is removed")
 	require.Equal(t, "http://app.other.svc:80", reg.Data["other.app"], "the other WebApp's entry survives")
-	err := env.Client.Get(ctx, f.req.NamespacedName, &webappv1.WebApp{})
+	err := env.Client.Get(ctx, f.req.NamespacedName, &webappv2.WebApp{})
 	require.True(t, apierrors.IsNotFound(err), "the WebApp is gone: %v", err)
 }

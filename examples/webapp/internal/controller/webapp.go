@@ -27,7 +27,7 @@ import (
 	"github.com/reconcilekit/reconcilekit/conditions"
 	"github.com/reconcilekit/reconcilekit/reconciler"
 
-	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 )
 
 // Name is the controller's name: field manager, event source, metrics label.
@@ -67,9 +67,9 @@ var (
 	DefaultMemory = resource.MustParse("256Mi")
 )
 
-// dbRefIndex indexes WebApps by spec.dbRef so a Service event finds the
-// WebApps waiting for it.
-const dbRefIndex = "spec.dbRef"
+// dbRefIndex indexes WebApps by spec.database.serviceName so a Service
+// event finds the WebApps waiting for it.
+const dbRefIndex = "spec.database.serviceName"
 
 // Least privilege: exactly the verbs the code uses. Owned objects are
 // written by server-side apply (patch; create for the first apply) and never
@@ -91,14 +91,14 @@ const dbRefIndex = "spec.dbRef"
 // Setup builds the WebApp reconciler and registers it, with its watches,
 // with mgr. registryNamespace is where the route registry lives (the
 // operator's namespace).
-func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*webappv1.WebApp], error) {
-	r, err := New(mgr, reconciler.Options[*webappv1.WebApp]{}, registryNamespace)
+func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*webappv2.WebApp], error) {
+	r, err := New(mgr, reconciler.Options[*webappv2.WebApp]{}, registryNamespace)
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &webappv1.WebApp{}, dbRefIndex,
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &webappv2.WebApp{}, dbRefIndex,
 		func(o client.Object) []string {
-			if ref := o.(*webappv1.WebApp).Spec.DBRef; ref != "" {
+			if ref := o.(*webappv2.WebApp).Spec.Database.ServiceName; ref != "" {
 				return []string{ref}
 			}
 			return nil
@@ -107,13 +107,13 @@ func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		For(&webappv1.WebApp{}).
+		For(&webappv2.WebApp{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		// A database Service appearing (or going) wakes the WebApps that
 		// reference it: no polling.
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			var apps webappv1.WebAppList
+			var apps webappv2.WebAppList
 			if err := mgr.GetClient().List(ctx, &apps, client.InNamespace(o.GetNamespace()),
 				client.MatchingFields{dbRefIndex: o.GetName()}); err != nil {
 				return nil
@@ -147,7 +147,7 @@ func registryDrift(ctx context.Context, c client.Client, registryNamespace strin
 	if err := c.Get(ctx, types.NamespacedName{Namespace: registryNamespace, Name: RegistryName}, cm); err != nil && !apierrors.IsNotFound(err) {
 		return nil
 	}
-	var apps webappv1.WebAppList
+	var apps webappv2.WebAppList
 	if err := c.List(ctx, &apps); err != nil {
 		return nil
 	}
@@ -158,7 +158,7 @@ func registryDrift(ctx context.Context, c client.Client, registryNamespace strin
 			continue // its cleanup removes the entry
 		}
 		got, present := cm.Data[registryKey(app)]
-		if present && got != registryValue(app) || !present && conditions.IsTrue(app, webappv1.DatabaseReady) {
+		if present && got != registryValue(app) || !present && conditions.IsTrue(app, webappv2.DatabaseReady) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(app)})
 		}
 	}
@@ -167,18 +167,18 @@ func registryDrift(ctx context.Context, c client.Client, registryNamespace strin
 
 // New builds the WebApp reconciler. opts supplies overrides (tests pass a
 // counting client); steps, conditions and cleanup are always the WebApp's.
-func New(mgr ctrl.Manager, opts reconciler.Options[*webappv1.WebApp], registryNamespace string) (*reconciler.Reconciler[*webappv1.WebApp], error) {
+func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNamespace string) (*reconciler.Reconciler[*webappv2.WebApp], error) {
 	reg := registry{namespace: registryNamespace}
 	opts.Name = Name
-	opts.Steps = []reconciler.Step[*webappv1.WebApp]{
-		{Name: "database", Condition: webappv1.DatabaseReady, Run: database},
+	opts.Steps = []reconciler.Step[*webappv2.WebApp]{
+		{Name: "database", Condition: webappv2.DatabaseReady, Run: database},
 		{Name: "deployment", Run: deployment},
 		{Name: "service", Run: service},
 		{Name: "register", Run: reg.register},
-		{Name: "rollout", Condition: webappv1.Available, Run: rollout},
+		{Name: "rollout", Condition: webappv2.Available, Run: rollout},
 	}
 	opts.Finalizer = Finalizer
-	opts.Cleanup = []reconciler.Step[*webappv1.WebApp]{{Name: "deregister", Run: reg.deregister}}
+	opts.Cleanup = []reconciler.Step[*webappv2.WebApp]{{Name: "deregister", Run: reg.deregister}}
 	if opts.CleanupDeadline == 0 {
 		// Deregistering is one patch of one ConfigMap: a WebApp still
 		// deleting after this long is stuck (RBAC, an unreachable
@@ -191,67 +191,81 @@ func New(mgr ctrl.Manager, opts reconciler.Options[*webappv1.WebApp], registryNa
 	return reconciler.New(mgr, opts)
 }
 
-type scope = reconciler.Scope[*webappv1.WebApp]
+type scope = reconciler.Scope[*webappv2.WebApp]
 
-// database waits for the Service named by spec.dbRef.
+// database waits for the Service named by spec.database.serviceName.
 func database(ctx context.Context, s *scope) reconciler.Outcome {
 	app := s.Object
-	if app.Spec.DBRef == "" {
+	name := app.Spec.Database.ServiceName
+	if name == "" {
 		return reconciler.ContinueWith("NotConfigured", "no database configured")
 	}
 	var svc corev1.Service
-	err := s.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: app.Spec.DBRef}, &svc)
+	err := s.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: name}, &svc)
 	switch {
 	case apierrors.IsNotFound(err):
-		return reconciler.Wait("DatabaseNotFound", "database Service %q not found in namespace %q", app.Spec.DBRef, app.Namespace)
+		return reconciler.Wait("DatabaseNotFound", "database Service %q not found in namespace %q", name, app.Namespace)
 	case err != nil:
-		return reconciler.Error(fmt.Errorf("getting database Service %q: %w", app.Spec.DBRef, err))
+		return reconciler.Error(fmt.Errorf("getting database Service %q: %w", name, err))
 	}
-	return reconciler.ContinueWith("DatabaseFound", "database Service %q found", app.Spec.DBRef)
+	return reconciler.ContinueWith("DatabaseFound", "database Service %q found", name)
 }
 
-func selectorLabels(app *webappv1.WebApp) map[string]string {
+func selectorLabels(app *webappv2.WebApp) map[string]string {
 	return map[string]string{labelName: "webapp", labelInstance: app.Name}
 }
 
-func objectLabels(app *webappv1.WebApp) map[string]string {
+func objectLabels(app *webappv2.WebApp) map[string]string {
 	l := selectorLabels(app)
 	l[labelManaged] = "webapp-operator"
 	return l
 }
 
-func resourcesOf(app *webappv1.WebApp) corev1.ResourceList {
+// resourcesOf returns the container's requests and limits: requests
+// default to DefaultCPU and DefaultMemory, and a limit left unset is the
+// request (so a WebApp that says nothing, or a v1 WebApp, is Guaranteed).
+func resourcesOf(app *webappv2.WebApp) (requests, limits corev1.ResourceList) {
 	cpu, memory := DefaultCPU, DefaultMemory
+	limitCPU, limitMemory := (*resource.Quantity)(nil), (*resource.Quantity)(nil)
 	if r := app.Spec.Resources; r != nil {
-		if r.CPU != nil {
-			cpu = *r.CPU
+		if r.Requests.CPU != nil {
+			cpu = *r.Requests.CPU
 		}
-		if r.Memory != nil {
-			memory = *r.Memory
+		if r.Requests.Memory != nil {
+			memory = *r.Requests.Memory
 		}
+		limitCPU, limitMemory = r.Limits.CPU, r.Limits.Memory
 	}
-	return corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
+	requests = corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
+	limits = corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
+	if limitCPU != nil {
+		limits[corev1.ResourceCPU] = *limitCPU
+	}
+	if limitMemory != nil {
+		limits[corev1.ResourceMemory] = *limitMemory
+	}
+	return requests, limits
 }
 
 // desiredDeployment is the Deployment a WebApp asks for, as an apply
 // configuration: exactly the fields we own, nothing the server defaults.
 // Its pods pass Pod Security "restricted".
-func desiredDeployment(app *webappv1.WebApp) *appsv1ac.DeploymentApplyConfiguration {
+func desiredDeployment(app *webappv2.WebApp) *appsv1ac.DeploymentApplyConfiguration {
 	replicas := int32(1)
 	if app.Spec.Replicas != nil {
 		replicas = *app.Spec.Replicas
 	}
-	res := resourcesOf(app)
+	requests, limits := resourcesOf(app)
 	container := corev1ac.Container().
 		WithName("web").
 		WithImage(app.Spec.Image).
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(8080)).
-		WithResources(corev1ac.ResourceRequirements().WithRequests(res).WithLimits(res)).
+		WithResources(corev1ac.ResourceRequirements().WithRequests(requests).WithLimits(limits)).
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
-	if app.Spec.DBRef != "" {
-		container.WithEnv(corev1ac.EnvVar().WithName("DATABASE_HOST").WithValue(fmt.Sprintf("%s.%s.svc", app.Spec.DBRef, app.Namespace)))
+	if db := app.Spec.Database.ServiceName; db != "" {
+		container.WithEnv(corev1ac.EnvVar().WithName("DATABASE_HOST").WithValue(fmt.Sprintf("%s.%s.svc", db, app.Namespace)))
 	}
 	return appsv1ac.Deployment(app.Name, app.Namespace).
 		WithLabels(objectLabels(app)).
@@ -309,7 +323,7 @@ func rollout(ctx context.Context, s *scope) reconciler.Outcome {
 
 // summarize derives the printer-column fields from the conditions, so they
 // cannot disagree with them.
-func summarize(app *webappv1.WebApp) {
+func summarize(app *webappv2.WebApp) {
 	ready := conditions.Get(app, conditions.Ready)
 	app.Status.Ready = new(ready != nil && ready.Status == metav1.ConditionTrue)
 	switch {
@@ -327,9 +341,9 @@ type registry struct {
 	namespace string
 }
 
-func registryKey(app *webappv1.WebApp) string { return app.Namespace + "." + app.Name }
+func registryKey(app *webappv2.WebApp) string { return app.Namespace + "." + app.Name }
 
-func registryValue(app *webappv1.WebApp) string {
+func registryValue(app *webappv2.WebApp) string {
 	return fmt.Sprintf("http://%s.%s.svc:80", app.Name, app.Namespace)
 }
 

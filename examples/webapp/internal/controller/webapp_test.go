@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,7 +29,7 @@ import (
 	"github.com/reconcilekit/reconcilekit/reconciler"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
 
-	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
 )
 
@@ -42,7 +43,7 @@ func crdDir() string {
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, &env, testenv.Options{
 		CRDDirectoryPaths: []string{crdDir()},
-		AddToScheme:       []func(*k8sruntime.Scheme) error{webappv1.AddToScheme},
+		AddToScheme:       []func(*k8sruntime.Scheme) error{webappv2.AddToScheme},
 	}))
 }
 
@@ -60,7 +61,7 @@ type fixture struct {
 	req reconcile.Request
 }
 
-func newFixture(t *testing.T, spec webappv1.WebAppSpec) *fixture {
+func newFixture(t *testing.T, spec webappv2.WebAppSpec) *fixture {
 	t.Helper()
 	testenv.Require(t)
 	ctx := context.Background()
@@ -69,7 +70,7 @@ func newFixture(t *testing.T, spec webappv1.WebAppSpec) *fixture {
 	f := &fixture{t: t, ctx: ctx, ns: ns, m: m,
 		req: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "shop"}}}
 	f.useClient(reconcilertest.NewClient(m.Client))
-	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: spec}
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns}, Spec: spec}
 	require.NoError(t, env.Client.Create(ctx, app))
 	return f
 }
@@ -77,7 +78,7 @@ func newFixture(t *testing.T, spec webappv1.WebAppSpec) *fixture {
 // useClient rebuilds the reconciler on c.
 func (f *fixture) useClient(c *reconcilertest.Client) {
 	f.t.Helper()
-	r, err := controller.New(nil, reconciler.Options[*webappv1.WebApp]{Client: c, APIReader: f.m.APIReader, Scheme: env.Scheme}, f.ns)
+	r, err := controller.New(nil, reconciler.Options[*webappv2.WebApp]{Client: c, APIReader: f.m.APIReader, Scheme: env.Scheme}, f.ns)
 	require.NoError(f.t, err)
 	f.c, f.r = c, r
 }
@@ -100,7 +101,7 @@ func (f *fixture) sync() {
 		obj client.Object
 		key types.NamespacedName
 	}{
-		{&webappv1.WebApp{}, f.req.NamespacedName},
+		{&webappv2.WebApp{}, f.req.NamespacedName},
 		{&appsv1.Deployment{}, f.req.NamespacedName},
 		{&corev1.ConfigMap{}, types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}},
 	} {
@@ -121,9 +122,9 @@ func (f *fixture) sync() {
 	}
 }
 
-func (f *fixture) app() *webappv1.WebApp {
+func (f *fixture) app() *webappv2.WebApp {
 	f.t.Helper()
-	app := &webappv1.WebApp{}
+	app := &webappv2.WebApp{}
 	require.NoError(f.t, env.Client.Get(f.ctx, f.req.NamespacedName, app))
 	return app
 }
@@ -163,7 +164,7 @@ func rolledOut(d *appsv1.Deployment, ready int32) appsv1.DeploymentStatus {
 }
 
 func TestLifecycle(t *testing.T) {
-	f := newFixture(t, webappv1.WebAppSpec{Image: "registry.example.com/web:v1", Replicas: new(int32(3))})
+	f := newFixture(t, webappv2.WebAppSpec{Image: "registry.example.com/web:v1", Replicas: new(int32(3))})
 
 	// Create: Deployment and Service with controller references.
 	f.reconcile()
@@ -178,6 +179,11 @@ func TestLifecycle(t *testing.T) {
 	}
 	assert.Equal(t, int32(3), *d.Spec.Replicas)
 	assert.Equal(t, "registry.example.com/web:v1", d.Spec.Template.Spec.Containers[0].Image)
+	// No spec.resources: the default requests, and limits equal to them.
+	res := d.Spec.Template.Spec.Containers[0].Resources
+	assert.Equal(t, "500m", res.Requests.Cpu().String())
+	assert.Equal(t, "256Mi", res.Requests.Memory().String())
+	assert.Equal(t, res.Requests, res.Limits)
 	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
 	require.NoError(t, err)
 	restricted := psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}
@@ -248,12 +254,12 @@ func TestLifecycle(t *testing.T) {
 	f.reconcile()
 	require.NoError(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}, reg))
 	assert.NotContains(t, reg.Data, f.ns+".shop")
-	err = env.Client.Get(f.ctx, f.req.NamespacedName, &webappv1.WebApp{})
+	err = env.Client.Get(f.ctx, f.req.NamespacedName, &webappv2.WebApp{})
 	assert.True(t, apierrors.IsNotFound(err), "WebApp gone after cleanup: %v", err)
 }
 
 func TestDefaultsWithoutWebhook(t *testing.T) {
-	f := newFixture(t, webappv1.WebAppSpec{Image: "web:1"})
+	f := newFixture(t, webappv2.WebAppSpec{Image: "web:1"})
 	f.reconcile()
 	d := f.deployment()
 	assert.Equal(t, int32(1), *d.Spec.Replicas, "the CRD schema defaults replicas")
@@ -277,15 +283,15 @@ func TestDatabaseAppearing(t *testing.T) {
 	require.NoError(t, err)
 	go func() { _ = mgr.Start(ctx) }()
 
-	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns},
-		Spec: webappv1.WebAppSpec{Image: "web:1", DBRef: "orders-db"}}
+	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns},
+		Spec: webappv2.WebAppSpec{Image: "web:1", Database: webappv2.DatabaseReference{ServiceName: "orders-db"}}}
 	require.NoError(t, env.Client.Create(ctx, app))
 	key := client.ObjectKeyFromObject(app)
 
 	var db *metav1.Condition
 	require.Eventually(t, func() bool {
 		require.NoError(t, env.Client.Get(ctx, key, app))
-		db = conditions.Get(app, webappv1.DatabaseReady)
+		db = conditions.Get(app, webappv2.DatabaseReady)
 		return db != nil && db.Status == metav1.ConditionFalse
 	}, 30*time.Second, 100*time.Millisecond)
 	assert.Equal(t, "DatabaseNotFound", db.Reason)
@@ -307,6 +313,30 @@ func TestDatabaseAppearing(t *testing.T) {
 	require.NoError(t, env.Client.Status().Update(ctx, d))
 	require.Eventually(t, func() bool {
 		require.NoError(t, env.Client.Get(ctx, key, app))
-		return conditions.IsTrue(app, conditions.Ready) && conditions.IsTrue(app, webappv1.DatabaseReady)
+		return conditions.IsTrue(app, conditions.Ready) && conditions.IsTrue(app, webappv2.DatabaseReady)
 	}, 30*time.Second, 100*time.Millisecond)
+}
+
+// TestRequestsAndLimits: v2's spec.resources says requests and limits
+// apart; an unset limit is the request, an unset request the default.
+func TestRequestsAndLimits(t *testing.T) {
+	f := newFixture(t, webappv2.WebAppSpec{Image: "web:1", Resources: &webappv2.ResourceRequirements{
+		Requests: webappv2.ContainerResources{CPU: new(resource.MustParse("100m"))},
+		Limits:   webappv2.ContainerResources{CPU: new(resource.MustParse("2")), Memory: new(resource.MustParse("1Gi"))},
+	}})
+	f.reconcile()
+	res := f.deployment().Spec.Template.Spec.Containers[0].Resources
+	assert.Equal(t, "100m", res.Requests.Cpu().String())
+	assert.Equal(t, "256Mi", res.Requests.Memory().String(), "an unset request is the default")
+	assert.Equal(t, "2", res.Limits.Cpu().String())
+	assert.Equal(t, "1Gi", res.Limits.Memory().String())
+
+	app := f.app()
+	app.Spec.Resources = &webappv2.ResourceRequirements{Requests: webappv2.ContainerResources{Memory: new(resource.MustParse("64Mi"))}}
+	require.NoError(t, env.Client.Update(f.ctx, app))
+	f.reconcile()
+	res = f.deployment().Spec.Template.Spec.Containers[0].Resources
+	assert.Equal(t, "64Mi", res.Limits.Memory().String(), "an unset limit is the request")
+	assert.Equal(t, "500m", res.Limits.Cpu().String())
+	assert.Equal(t, res.Requests, res.Limits)
 }
