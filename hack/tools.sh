@@ -16,7 +16,7 @@
 # its git clone). It is keyed on its own: a stamp next to the binary records a
 # hash of hack/tools/lint/go.sum, and a different hash rebuilds that binary only
 # (about a minute), never the control plane. helm is built the same way from
-# hack/helmtool.
+# hack/helmtool, and metrics-server from hack/metricsserver.
 #
 # Usage: hack/tools.sh          build what is missing, print the bin directory
 #        hack/tools.sh --dir    print the bin directory, build nothing
@@ -134,6 +134,14 @@ build_keyed_tool golangci-lint-kal "$here/tools/lint" .
 # version is the one that module pins.
 helm_version=$(awk '$1 == "helm.sh/helm/v4" {print $2} $1 == "require" && $2 == "helm.sh/helm/v4" {print $3}' "$here/helmtool/go.mod")
 build_keyed_tool helm "$here/helmtool" helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$helm_version"
+
+# metrics-server, for clusters that hack/cluster.sh starts with
+# KWOK_METRICS_SERVER=1 (the HorizontalPodAutoscaler e2e assessment). Keyed on
+# hack/metricsserver/go.sum; the version is stamped in so that kwokctl, which
+# parses `metrics-server --version`, sees the release that module pins.
+ms_version=$(awk '$1 == "sigs.k8s.io/metrics-server" {print $2} $1 == "require" && $2 == "sigs.k8s.io/metrics-server" {print $3}' "$here/metricsserver/go.mod")
+build_keyed_tool metrics-server "$here/metricsserver" sigs.k8s.io/metrics-server/cmd/metrics-server \
+	"-X k8s.io/client-go/pkg/version.gitVersion=$ms_version -X k8s.io/client-go/pkg/version.gitCommit=$ms_version -X k8s.io/client-go/pkg/version.buildDate=1970-01-01T00:00:00Z"
 
 [[ -n "$announced" ]] && say "done"
 echo "$bin"
