@@ -19,23 +19,29 @@ import (
 
 	"github.com/reconcilekit/reconcilekit/bench"
 	"github.com/reconcilekit/reconcilekit/bench/baseline"
+	"github.com/reconcilekit/reconcilekit/bench/idiomatic"
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 )
 
 var env *testenv.Env
 
-// childArg makes the test binary, re-executed by the harness, run the
-// baseline operator instead of the tests (as the bench command re-executes
-// itself).
-const childArg = "bench-test-operator-baseline"
+// childArg and idiomaticArg make the test binary, re-executed by the
+// harness, run the baseline or the idiomatic operator instead of the tests
+// (as the bench command re-executes itself).
+const (
+	childArg     = "bench-test-operator-baseline"
+	idiomaticArg = "bench-test-operator-idiomatic"
+)
 
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == childArg {
+	if len(os.Args) == 3 && (os.Args[1] == childArg || os.Args[1] == idiomaticArg) {
 		ctrl.SetLogger(zap.New())
 		cfg, err := ctrl.GetConfig()
-		if err == nil {
+		if err == nil && os.Args[1] == childArg {
 			err = baseline.Run(ctrl.SetupSignalHandler(), cfg, os.Args[2])
+		} else if err == nil {
+			err = idiomatic.Run(ctrl.SetupSignalHandler(), cfg, os.Args[2], bench.SystemNamespace)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -56,8 +62,9 @@ func repoRoot() string {
 
 // TestHarnessSmoke runs the whole harness with 3 WebApps against envtest,
 // which has no controller-manager: nothing becomes Ready, so convergence
-// ends when the operator goes idle. What it proves: both operators start,
-// are counted, and go idle; the figures the report is built on hold.
+// ends when the operator goes idle. What it proves: the three operators
+// start, are counted, and go idle in every phase; the figures the report
+// is built on hold.
 func TestHarnessSmoke(t *testing.T) {
 	testenv.Require(t)
 	const n = 3
@@ -78,10 +85,11 @@ func TestHarnessSmoke(t *testing.T) {
 			return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0",
 				"--enable-webhooks=false", "--namespace=" + bench.SystemNamespace}
 		},
-		Baseline: func(addr string) []string { return []string{os.Args[0], childArg, addr} },
+		Idiomatic: func(addr string) []string { return []string{os.Args[0], idiomaticArg, addr} },
+		Baseline:  func(addr string) []string { return []string{os.Args[0], childArg, addr} },
 	})
 	if err != nil {
-		for _, name := range []string{"reconcilekit", "baseline"} {
+		for _, name := range []string{"reconcilekit", "idiomatic", "baseline"} {
 			if b, rerr := os.ReadFile(filepath.Join(dir, name+".log")); rerr == nil {
 				t.Logf("%s operator log:\n%s", name, b)
 			}
@@ -92,12 +100,18 @@ func TestHarnessSmoke(t *testing.T) {
 	// The raw client created exactly one Deployment and one Service per app.
 	assert.Equal(t, map[string]int{"create": 2 * n}, mutatingByVerb(res.Raw.Client))
 
-	for _, impl := range []bench.ImplResult{res.Ours, res.Baseline} {
+	for _, impl := range []bench.ImplResult{res.Ours, res.Idiomatic, res.Baseline} {
 		assert.Positive(t, impl.Converge.Client.Mutating(), "%s converged without writing", impl.Name)
 		assert.GreaterOrEqual(t, impl.Resync.Reconciles, n, "%s: reconciles during the resync", impl.Name)
+		assert.GreaterOrEqual(t, impl.Update.Reconciles, n, "%s: reconciles during the image update", impl.Name)
+		assert.Positive(t, impl.Update.Client.Mutating(), "%s updated without writing", impl.Name)
+		assert.Positive(t, impl.Delete.Client.Mutating(), "%s finalized without writing", impl.Name)
+		assert.Positive(t, impl.Converge.ReconcileP50, "%s: reconcile latency", impl.Name)
+		assert.GreaterOrEqual(t, impl.Converge.ReconcileP99, impl.Converge.ReconcileP50, impl.Name)
+		assert.Positive(t, impl.Converge.CPUScrapes, "%s: metrics reads during convergence", impl.Name)
 		// envtest runs no other writer: the apiserver saw exactly what the
 		// proxy counted.
-		for _, ph := range []bench.Phase{impl.Converge, impl.Resync} {
+		for _, ph := range []bench.Phase{impl.Converge, impl.Resync, impl.Update, impl.Delete} {
 			for k, s := range ph.Client {
 				if k.Mutating() {
 					assert.Equal(t, s.N, ph.Server[k], "%s: %s, client against apiserver_request_total", impl.Name, k)
@@ -114,12 +128,24 @@ func TestHarnessSmoke(t *testing.T) {
 	assert.Equal(t, map[string]int{
 		"update deployments.apps": n, "update services": n, "update webapps.apps.example.com/status": n,
 	}, mutatingByKey(res.Baseline.Resync.Client))
+	// The idiomatic peer applies its two objects on every pass, and
+	// nothing else when nothing changed.
+	assert.Equal(t, map[string]int{"apply deployments.apps": n, "apply services": n}, mutatingByKey(res.Idiomatic.Resync.Client))
+	// Deleting: each peer deregisters (a registry patch) and drops its
+	// finalizer.
+	assert.Equal(t, n, mutatingByKey(res.Idiomatic.Delete.Client)["patch configmaps"])
+	assert.Equal(t, n, mutatingByKey(res.Idiomatic.Delete.Client)["patch webapps.apps.example.com"])
 
-	md := (&bench.Report{Command: "test", Machine: bench.DescribeMachine("test", "envtest"), Result: res}).Markdown()
-	for _, section := range []string{"## 1. No-op resync", "## 2. Converging 3 WebApps", "## 3. Memory", "## 4. Hot paths"} {
+	report := &bench.Report{Command: "test", Machine: bench.DescribeMachine("test", "envtest"), Result: res}
+	md := report.Markdown()
+	for _, section := range []string{"## Goals (issue #21)", "## 1. Requests per WebApp, by phase", "## 2. Converging 3 WebApps",
+		"## 3. CPU and reconcile latency", "## 4. Memory", "## 5. Hot paths"} {
 		assert.Contains(t, md, section)
 	}
-	assert.Contains(t, md, "| mutating requests per WebApp (client, on the wire) | 0.00 | 3.00 | 0.00× |")
+	assert.Contains(t, md, "| no-op resync: mutating | 0.00 | 2.00 | 3.00 | 0.00× | 0.00× |")
+	goals := report.Goals()
+	require.NotEmpty(t, goals)
+	assert.Equal(t, "PASS", goals[0].Verdict, "no-op resync goal")
 }
 
 func mutatingByVerb(c bench.Counts) map[string]int {

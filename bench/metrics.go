@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 
@@ -110,6 +111,97 @@ type OperatorStats struct {
 	// heap right after a GC.
 	GCCycles float64
 	HeapLive float64
+	// ReconcileTime is controller_runtime_reconcile_time_seconds, summed
+	// over the operator's controllers.
+	ReconcileTime Histogram
+}
+
+// Histogram is a Prometheus histogram: cumulative counts by upper bound
+// (+Inf included).
+type Histogram struct {
+	Bounds []float64
+	Counts []float64
+}
+
+func histogram(fams map[string]*dto.MetricFamily, name string) Histogram {
+	var h Histogram
+	f := fams[name]
+	if f == nil {
+		return h
+	}
+	for _, m := range f.GetMetric() {
+		hm := m.GetHistogram()
+		if hm == nil {
+			continue
+		}
+		if h.Bounds == nil {
+			for _, b := range hm.GetBucket() {
+				h.Bounds = append(h.Bounds, b.GetUpperBound())
+			}
+			h.Bounds = append(h.Bounds, math.Inf(1))
+			h.Counts = make([]float64, len(h.Bounds))
+		}
+		if len(hm.GetBucket())+1 != len(h.Bounds) {
+			continue // different buckets: not summable (never the case for one metric)
+		}
+		for i, b := range hm.GetBucket() {
+			h.Counts[i] += float64(b.GetCumulativeCount())
+		}
+		h.Counts[len(h.Counts)-1] += float64(hm.GetSampleCount())
+	}
+	return h
+}
+
+// Sub returns h minus before (the observations in between).
+func (h Histogram) Sub(before Histogram) Histogram {
+	out := Histogram{Bounds: h.Bounds, Counts: make([]float64, len(h.Counts))}
+	for i := range h.Counts {
+		out.Counts[i] = h.Counts[i]
+		if i < len(before.Counts) {
+			out.Counts[i] -= before.Counts[i]
+		}
+	}
+	return out
+}
+
+// Count is the number of observations.
+func (h Histogram) Count() float64 {
+	if len(h.Counts) == 0 {
+		return 0
+	}
+	return h.Counts[len(h.Counts)-1]
+}
+
+// Quantile estimates the q-quantile as Prometheus' histogram_quantile
+// does: linear interpolation inside the bucket that holds it (the lowest
+// bucket from 0; a quantile in +Inf is the highest finite bound). NaN
+// without observations.
+func (h Histogram) Quantile(q float64) float64 {
+	total := h.Count()
+	if total == 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	for i, c := range h.Counts {
+		if c < rank {
+			continue
+		}
+		if math.IsInf(h.Bounds[i], 1) {
+			if i == 0 {
+				return math.NaN()
+			}
+			return h.Bounds[i-1]
+		}
+		lo, below := 0.0, 0.0
+		if i > 0 {
+			lo, below = h.Bounds[i-1], h.Counts[i-1]
+		}
+		if c == below {
+			return h.Bounds[i]
+		}
+		return lo + (h.Bounds[i]-lo)*(rank-below)/(c-below)
+	}
+	return h.Bounds[len(h.Bounds)-1]
 }
 
 func scrapeOperator(ctx context.Context, url string) (OperatorStats, error) {
@@ -137,5 +229,7 @@ func scrapeOperator(ctx context.Context, url string) (OperatorStats, error) {
 		Busy:       value(fams, "workqueue_depth") + value(fams, "controller_runtime_active_workers"),
 		GCCycles:   value(fams, "go_gc_cycles_total_gc_cycles_total"),
 		HeapLive:   value(fams, "go_gc_heap_live_bytes"),
+
+		ReconcileTime: histogram(fams, "controller_runtime_reconcile_time_seconds"),
 	}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +40,12 @@ type Operator struct {
 	proxy      *http.Server
 	metricsURL string
 	log        string
+	// scrapes counts the bench's reads of the metrics endpoint, whose own
+	// CPU cost (ScrapeCPU each) is taken out of the phases' CPU figures.
+	scrapes atomic.Int64
+	// ScrapeCPU is the operator's CPU time per metrics scrape, measured by
+	// CalibrateScrapes (0 until then).
+	ScrapeCPU time.Duration
 }
 
 // StartOperator starts cmd with a kubeconfig that points at a counting
@@ -109,7 +116,97 @@ func StartOperator(ctx context.Context, name string, cmd Command, upstream *rest
 
 // Stats scrapes the operator's metrics.
 func (op *Operator) Stats(ctx context.Context) (OperatorStats, error) {
+	op.scrapes.Add(1)
 	return scrapeOperator(ctx, op.metricsURL)
+}
+
+// Pid is the operator process's id.
+func (op *Operator) Pid() int { return op.cmd.Process.Pid }
+
+// CPUReading is the operator's CPU time at one point, with the number of
+// metrics scrapes so far.
+type CPUReading struct {
+	CPU     time.Duration
+	Scrapes int64
+}
+
+// ReadCPU reads the operator's user+sys CPU time from /proc.
+func (op *Operator) ReadCPU() (CPUReading, error) {
+	scrapes := op.scrapes.Load()
+	cpu, err := ProcessCPU(op.Pid())
+	return CPUReading{CPU: cpu, Scrapes: scrapes}, err
+}
+
+// CPUSince is the operator's CPU time since before, less the measured cost
+// of the bench's metrics scrapes in between (never below 0).
+func (op *Operator) CPUSince(before CPUReading) (CPUReading, error) {
+	now, err := op.ReadCPU()
+	if err != nil {
+		return CPUReading{}, err
+	}
+	d := CPUReading{CPU: now.CPU - before.CPU, Scrapes: now.Scrapes - before.Scrapes}
+	d.CPU = max(0, d.CPU-time.Duration(d.Scrapes)*op.ScrapeCPU)
+	return d, nil
+}
+
+// CalibrateScrapes measures what one metrics scrape costs the idle
+// operator in CPU: n scrapes in a row, the CPU they took divided by n
+// (idle time included, which is what a phase's scrapes come with too).
+func (op *Operator) CalibrateScrapes(ctx context.Context, n int) error {
+	before, err := op.ReadCPU()
+	if err != nil {
+		return err
+	}
+	for range n {
+		if _, err := op.Stats(ctx); err != nil {
+			return err
+		}
+	}
+	after, err := op.ReadCPU()
+	if err != nil {
+		return err
+	}
+	op.ScrapeCPU = (after.CPU - before.CPU) / time.Duration(n)
+	return nil
+}
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat's CPU times: 100 on
+// every Linux architecture Go supports (the kernel's ABI, whatever HZ it
+// was built with).
+const clockTick = 10 * time.Millisecond
+
+// ProcessCPU is the user+sys CPU time of process pid, all threads, from
+// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 10ms).
+func ProcessCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(string(b))
+}
+
+// parseStatCPU reads utime+stime out of a /proc/<pid>/stat line. The
+// command name (field 2) is in parentheses and may hold spaces and
+// parentheses itself, so the fields are counted after its last ')'.
+func parseStatCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc stat %q: no command name", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state): utime (14) and stime (15) are f[11], f[12].
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc stat: %d fields after the command name, want at least 13", len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc stat: CPU time %q: %w", s, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, nil
 }
 
 // RSS is the operator process's resident set size (VmRSS), in bytes.

@@ -30,7 +30,9 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,6 +41,7 @@ import (
 
 	"github.com/reconcilekit/reconcilekit/bench"
 	"github.com/reconcilekit/reconcilekit/bench/baseline"
+	"github.com/reconcilekit/reconcilekit/bench/idiomatic"
 	"github.com/reconcilekit/reconcilekit/internal/kwoknodes"
 )
 
@@ -48,6 +51,13 @@ func main() {
 	if len(os.Args) > 2 && os.Args[1] == "operator" && os.Args[2] == "baseline" {
 		if err := runBaseline(os.Args[3:]); err != nil {
 			fmt.Fprintln(os.Stderr, "bench operator baseline:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "operator" && os.Args[2] == "idiomatic" {
+		if err := runIdiomatic(os.Args[3:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench operator idiomatic:", err)
 			os.Exit(1)
 		}
 		return
@@ -73,6 +83,22 @@ func runBaseline(args []string) error {
 	return baseline.Run(ctrl.SetupSignalHandler(), cfg, *addr)
 }
 
+// runIdiomatic is the child process of the idiomatic operator.
+func runIdiomatic(args []string) error {
+	fs := flag.NewFlagSet("operator idiomatic", flag.ContinueOnError)
+	addr := fs.String("metrics-bind-address", "127.0.0.1:8080", "where to serve controller-runtime's metrics")
+	namespace := fs.String("namespace", bench.SystemNamespace, "the operator's namespace: the route registry lives here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New())
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	return idiomatic.Run(ctrl.SetupSignalHandler(), cfg, *addr, *namespace)
+}
+
 type options struct {
 	n, unrelated, workers int
 	out, kubeconfig       string
@@ -80,6 +106,7 @@ type options struct {
 	timeout               time.Duration
 	micro, baselineFirst  bool
 	render                string
+	clusterQPS            int
 }
 
 func run() error {
@@ -94,6 +121,7 @@ func run() error {
 	flag.DurationVar(&o.timeout, "timeout", 0, "bound of every wait (default 10m + 1s per WebApp)")
 	flag.BoolVar(&o.micro, "micro", true, "run the go test microbenchmarks")
 	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
+	flag.IntVar(&o.clusterQPS, "cluster-qps", 1000, "client QPS (burst twice that) of the bench cluster's kube-controller-manager and kube-scheduler, so that the operator and not the cluster bounds convergence (0: their defaults, 20 and 50 QPS)")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other) to -out, and exit")
 	flag.Parse()
 	if o.n < 1 {
@@ -157,6 +185,14 @@ func run() error {
 		cluster = "kwok (kwokctl --runtime binary: etcd, kube-apiserver, kube-controller-manager, kube-scheduler; kwok nodes for every pod of a phase)"
 		dir := filepath.Join(repo, ".cluster", "bench")
 		env := clusterEnv(dir)
+		if o.clusterQPS > 0 {
+			tools, err := fastTools(ctx, repo, filepath.Join(dir, "tools"), o.clusterQPS)
+			if err != nil {
+				return err
+			}
+			env = append(env, "TOOLS_BIN="+tools)
+			cluster += fmt.Sprintf("; kube-controller-manager and kube-scheduler at --kube-api-qps=%d --kube-api-burst=%d", o.clusterQPS, 2*o.clusterQPS)
+		}
 		logf("starting the bench cluster (hack/cluster.sh up)")
 		defer func() {
 			logf("tearing the bench cluster down")
@@ -183,9 +219,19 @@ func run() error {
 		return err
 	}
 	if o.kubeconfig == "" {
-		// Room for every pod of a phase, plus headroom.
-		if err := kwoknodes.Ensure(ctx, cfg, o.n+100, "bench-node"); err != nil {
+		// Room for every pod of a phase, twice over for the image update's
+		// surge, plus headroom: by pod count, then by CPU.
+		pods := 2*o.n + 100
+		if err := kwoknodes.Ensure(ctx, cfg, pods, "bench-node"); err != nil {
 			return err
+		}
+		if more, err := podsForCPU(ctx, cfg, pods); err != nil {
+			return err
+		} else if more > pods {
+			logf("adding kwok nodes for the pods' CPU (%s each): %d pods' worth of node capacity", bench.PodCPU.String(), more)
+			if err := kwoknodes.Ensure(ctx, cfg, more, "bench-node"); err != nil {
+				return err
+			}
 		}
 	}
 	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
@@ -209,6 +255,9 @@ func run() error {
 			return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false",
 				"--health-probe-bind-address=0", "--enable-webhooks=false", "--leader-elect=false",
 				"--namespace=" + bench.SystemNamespace}
+		},
+		Idiomatic: func(addr string) []string {
+			return []string{self, "operator", "idiomatic", "--metrics-bind-address=" + addr, "--namespace=" + bench.SystemNamespace}
 		},
 		Baseline: func(addr string) []string {
 			return []string{self, "operator", "baseline", "--metrics-bind-address=" + addr}
@@ -265,12 +314,75 @@ func clusterEnv(dir string) []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "CLUSTER_NAME", "CLUSTER_DIR", "CLUSTER_KUBECONFIG", "KUBE_APISERVER_PORT":
+		case "CLUSTER_NAME", "CLUSTER_DIR", "CLUSTER_KUBECONFIG", "KUBE_APISERVER_PORT", "TOOLS_BIN":
 		default:
 			env = append(env, kv)
 		}
 	}
 	return append(env, "CLUSTER_NAME=bench", "CLUSTER_DIR="+dir, "CLUSTER_KUBECONFIG="+filepath.Join(dir, "bench.kubeconfig"))
+}
+
+// podsForCPU returns the pod capacity kwoknodes.Ensure must reach for
+// pods pods of bench.PodCPU each to fit by CPU as well (kwok's nodes hold
+// fewer such pods than their pod capacity).
+func podsForCPU(ctx context.Context, cfg *rest.Config, pods int) (int, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for _, n := range nodes.Items {
+		if _, ok := n.Annotations["kwok.x-k8s.io/node"]; !ok {
+			continue
+		}
+		podCap := n.Status.Allocatable.Pods().Value()
+		byCPU := n.Status.Allocatable.Cpu().MilliValue() / bench.PodCPU.MilliValue()
+		if byCPU <= 0 {
+			return 0, fmt.Errorf("kwok node %s has no room for a pod of %s CPU", n.Name, bench.PodCPU.String())
+		}
+		if byCPU >= podCap {
+			return pods, nil
+		}
+		nodesNeeded := (int64(pods) + byCPU - 1) / byCPU
+		return int(nodesNeeded * podCap), nil
+	}
+	return 0, errors.New("no kwok node")
+}
+
+// fastTools makes dir a TOOLS_BIN for hack/cluster.sh (the variable it
+// already reads): the toolchain's binaries, linked, except
+// kube-controller-manager and kube-scheduler, which are wrapper scripts
+// that add --kube-api-qps and --kube-api-burst to what kwokctl passes (the
+// last value of a flag wins). Their defaults (20 and 50 requests/s) would
+// otherwise bound how fast any operator's WebApps roll out.
+func fastTools(ctx context.Context, repo, dir string, qps int) (string, error) {
+	out, err := exec.CommandContext(ctx, "bash", filepath.Join(repo, "hack", "tools.sh"), "--dir").Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/tools.sh --dir: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	real := lines[len(lines)-1]
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for _, tool := range []string{"etcd", "kube-apiserver", "kubectl", "kwok", "kwokctl"} {
+		if err := os.Symlink(filepath.Join(real, tool), filepath.Join(dir, tool)); err != nil {
+			return "", err
+		}
+	}
+	for _, tool := range []string{"kube-controller-manager", "kube-scheduler"} {
+		script := fmt.Sprintf("#!/bin/sh\nexec %q \"$@\" --kube-api-qps=%d --kube-api-burst=%d\n", filepath.Join(real, tool), qps, 2*qps)
+		if err := os.WriteFile(filepath.Join(dir, tool), []byte(script), 0o755); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // repoRoot finds the repository root, the directory of the library's
