@@ -125,11 +125,12 @@ test-e2e: tools ## End-to-end tests on a local kwok cluster (E2E_PROVIDER=kwok|k
 	cd $(E2E_MODULE) && go test -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-docs
-test-docs: tools ## Follow docs/getting-started.md as a reader: run its commands, write its files, until a Cache is Ready.
+test-docs: tools ## Follow docs/getting-started.md and docs/adopting-kubebuilder.md as a reader: run their commands, write their files, until a Cache is Ready and the kubebuilder scaffold's make test passes.
 	bash hack/docwalk.sh docs/getting-started.md
+	bash hack/docwalk.sh docs/adopting-kubebuilder.md
 
 .PHONY: test
-test: verify-generated vet lint test-unit test-integration test-e2e test-docs ## Everything CI runs: generated files, vet, lint, unit, integration, e2e, the getting-started walk.
+test: verify-generated vet lint test-unit test-integration test-e2e test-docs ## Everything CI runs: generated files, vet, lint, unit, integration, e2e, the docs walks (getting-started, kubebuilder).
 
 ##@ Benchmarks
 

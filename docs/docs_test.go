@@ -35,6 +35,13 @@ var rootedPages = map[string]rooted{
 	},
 }
 
+// walkedPages name, in their file blocks, files of a project that the page
+// has a tool generate (a kubebuilder scaffold) and then edits: there is no
+// such file in this repository to compare with. hack/docwalk.sh (make
+// test-docs) checks them instead, by writing the blocks into the generated
+// project and running its tests.
+var walkedPages = map[string]bool{"adopting-kubebuilder.md": true}
+
 // block is one fenced code block of a page.
 type block struct {
 	page string // file name in docs/
@@ -115,7 +122,7 @@ func TestSnippetsMatchCode(t *testing.T) {
 				t.Errorf("%s: a go block must start with %q naming the file it is taken from", b, markerPrefix["go"]+"<path>")
 				continue
 			}
-			if b.file == "" {
+			if b.file == "" || walkedPages[page] {
 				continue
 			}
 			path, text := source(b)

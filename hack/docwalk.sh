@@ -8,8 +8,22 @@
 # is not written: the file must equal the block, so the page shows what the
 # reader really gets. Blocks without a file line are illustrations.
 #
+# Two HTML comments, invisible on the rendered page, steer the walk where a
+# page edits files a tool generated (docs/adopting-kubebuilder.md edits a
+# kubebuilder scaffold):
+#   <!-- docwalk: replace -->   on the line before a file block: the file
+#       must exist, and the block replaces it (a Go file keeps its leading
+#       /* ... */ license header, as the page tells the reader to); later
+#       blocks for the same file are appended as usual.
+#   <!-- docwalk: instead       up to a line "-->": the commands in between
+#       run in place of the next sh block, which is not run. For a command
+#       that cannot work here and has a local equivalent, such as
+#       `go get github.com/reconcilekit/reconcilekit@latest` before the
+#       module is published (a `go mod edit -replace` onto this checkout);
+#       the page's source shows both.
+#
 # Usage:
-#   hack/docwalk.sh PAGE.md     walk the page (make test-docs walks docs/getting-started.md)
+#   hack/docwalk.sh PAGE.md     walk the page (make test-docs walks docs/getting-started.md and docs/adopting-kubebuilder.md)
 #   hack/docwalk.sh -n PAGE.md  print the script the walk would run
 #
 # The walk runs in a throwaway HOME, where ~/src/reconcilekit is this checkout;
@@ -41,14 +55,27 @@ say() { echo "docwalk: $*" >&2; }
 render() {
 	awk -v page="$page" '
 	function flush() {
-		if (lang == "sh") {
+		if (instead != "" && lang != "sh") { print page ":" start ": a docwalk instead comment must come right before an sh block" > "/dev/stderr"; exit 1 }
+		if (lang == "sh" && instead != "") {
+			printf "docwalk_step %s\n", quote(page ":" start " (instead, from the page'"'"'s docwalk comment at line " insteadAt ")")
+			printf "%s", instead
+			instead = ""
+		} else if (lang == "sh") {
 			printf "docwalk_step %s\n", quote(page ":" start)
 			printf "%s", body
 		} else if (file != "") {
-			printf "docwalk_file %s <<'"'"'DOCWALK_EOF'"'"'\n%sDOCWALK_EOF\n", quote(file), body
+			printf "docwalk_file %s %s <<'"'"'DOCWALK_EOF'"'"'\n%sDOCWALK_EOF\n", quote(file), mode, body
 		}
+		if (mode == "replace" && file == "") { print page ":" start ": a docwalk replace comment must come right before a file block" > "/dev/stderr"; exit 1 }
+		mode = "write"
 	}
 	function quote(s) { gsub(/'"'"'/, "'"'"'\\'"'"''"'"'", s); return "'"'"'" s "'"'"'" }
+	BEGIN { mode = "write" }
+	!inblock && ininstead && /^-->$/ { ininstead = 0; next }
+	!inblock && ininstead { instead = instead $0 "\n"; next }
+	!inblock && /^<!-- docwalk: replace -->$/ { mode = "replace"; next }
+	!inblock && /^<!-- docwalk: instead$/ { ininstead = 1; insteadAt = NR; instead = ""; next }
+	!inblock && /^<!-- docwalk:/ { print page ":" NR ": unknown docwalk comment: " $0 > "/dev/stderr"; exit 1 }
 	!inblock && /^```[a-z]+$/ { inblock = 1; lang = substr($0, 4); body = ""; file = ""; first = 1; start = NR; next }
 	inblock && /^```$/ { flush(); inblock = 0; next }
 	inblock {
@@ -60,7 +87,10 @@ render() {
 		first = 0
 		next
 	}
-	END { if (inblock) { print "page ends inside a code block" > "/dev/stderr"; exit 1 } }
+	END {
+		if (inblock) { print "page ends inside a code block" > "/dev/stderr"; exit 1 }
+		if (ininstead || instead != "") { print "a docwalk instead comment is not followed by an sh block" > "/dev/stderr"; exit 1 }
+	}
 	' "$page"
 }
 
@@ -82,19 +112,34 @@ for v in GOPATH GOMODCACHE GOCACHE GOENV GOPROXY GOSUMDB GONOSUMDB GOPRIVATE GOF
 done
 export RECONCILEKIT_CACHE=${RECONCILEKIT_CACHE:-$HOME/.cache/reconcilekit}
 export CLUSTER_NAME=docwalk CLUSTER_DIR=$walk/cluster
-unset KUBECONFIG KUBEBUILDER_ASSETS
+# A reader's shell has none of these; make test-docs exports some of them.
+unset KUBECONFIG KUBEBUILDER_ASSETS ENVTEST_USE_ENV TOOLS_BIN MAKEFLAGS MAKELEVEL MFLAGS
 
 cat >"$walk/walk.sh" <<EOF
 set -eEuo pipefail
 docwalk_step() { echo "docwalk: [\${SECONDS}s] --- \$1" >&2; }
-# docwalk_file PATH: write (or append to) PATH, relative to the current
-# directory; if PATH existed before the walk first reached it, compare.
+# docwalk_file PATH MODE: write (or append to) PATH, relative to the current
+# directory; if PATH existed before the walk first reached it, compare, or
+# with MODE replace, replace it (keeping a Go file's license header).
 declare -A docwalk_written=()
 docwalk_file() {
-	local path=\$PWD/\$1 text
+	local path=\$PWD/\$1 mode=\$2 text header
 	text=\$(cat)
 	if [[ -n "\${docwalk_written[\$path]:-}" ]]; then
 		printf '\n%s\n' "\$text" >>"\$path"
+	elif [[ "\$mode" == replace ]]; then
+		if [[ ! -f "\$path" ]]; then
+			echo "docwalk: \$1: the page replaces it, but it does not exist" >&2
+			return 1
+		fi
+		header=
+		if [[ "\$path" == *.go ]] && [[ "\$(head -c2 "\$path")" == "/*" ]]; then
+			header=\$(awk '{ print } /^\*\/\$/ { exit }' "\$path")
+			header+=\$'\n\n'
+		fi
+		printf '%s%s\n' "\$header" "\$text" >"\$path"
+		docwalk_written[\$path]=1
+		echo "docwalk: replaced \$1\${header:+ (below its license header)}" >&2
 	elif [[ -e "\$path" ]]; then
 		if ! diff -u "\$path" <(printf '%s\n' "\$text") >&2; then
 			echo "docwalk: \$1 differs from the page's block (- the file, + the page)" >&2
