@@ -61,7 +61,7 @@ func (c *certFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.secret, "webhook-cert-secret", "webapp-webhook-server-cert", "self-managed mode: the Secret holding the CA and certificate. The generated role allows only the default name (RBAC markers in certs.go).")
 	fs.StringVar(&c.mutating, "mutating-webhook-configuration", "webapp-mutating-webhook-configuration", "self-managed mode: configuration to inject the CA bundle into. The generated role allows only the default name (RBAC markers in certs.go).")
 	fs.StringVar(&c.validating, "validating-webhook-configuration", "webapp-validating-webhook-configuration", "self-managed mode: configuration to inject the CA bundle into. The generated role allows only the default name (RBAC markers in certs.go).")
-	fs.StringVar(&c.conversionCRD, "conversion-crd", "webapps.apps.example.com", "self-managed mode: CRD whose conversion webhook gets the CA bundle; \"\" for none. The generated role allows only the default name (RBAC markers in certs.go).")
+	fs.StringVar(&c.conversionCRD, "conversion-crd", webappCRD, "self-managed mode: CRD whose conversion webhook gets the CA bundle; \"\" for none. The generated role allows only the default name (RBAC markers in certs.go).")
 	fs.StringVar(&c.extraIPs, "webhook-cert-ips", "", "self-managed mode: comma-separated extra IP SANs, e.g. 127.0.0.1 for a host-process operator.")
 	fs.StringVar(&c.extraDNS, "webhook-cert-dns-names", "", "self-managed mode: comma-separated extra DNS SANs.")
 }

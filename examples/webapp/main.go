@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,6 +28,7 @@ import (
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
 	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
+	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/storageversion"
 	webappwebhook "github.com/reconcilekit/reconcilekit/examples/webapp/internal/webhook"
 )
 
@@ -40,6 +42,16 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=webapp-operator.apps.example.com,namespace=webapp-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=webapp-system
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch,namespace=webapp-system
+
+// webappCRD is the WebApp CRD: its conversion webhook's caBundle (certs.go)
+// and its storage version migration.
+const webappCRD = "webapps.apps.example.com"
+
+// Storage version migration (internal/storageversion): it reads the WebApp
+// CRD (get, granted in certs.go, by name), patches every WebApp unchanged
+// (list and patch, granted for the controller) and finally patches the
+// CRD's status.storedVersions, limited by name to this one CRD.
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=patch,resourceNames=webapps.apps.example.com
 
 func main() {
 	if err := run(); err != nil {
@@ -56,6 +68,7 @@ type flags struct {
 	webhookPort            int
 	webhookHost            string
 	enableWebhooks         bool
+	migrateStorage         bool
 	certs                  certFlags
 }
 
@@ -70,7 +83,10 @@ func parseFlags() (flags, zap.Options) {
 		"The operator's namespace: leader election Lease, webhook certificate Secret and route registry live here.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
 	flag.StringVar(&f.webhookHost, "webhook-host", "", "Address the webhook server binds to (default: all).")
-	flag.BoolVar(&f.enableWebhooks, "enable-webhooks", true, "Serve the admission webhooks.")
+	flag.BoolVar(&f.enableWebhooks, "enable-webhooks", true,
+		"Serve the admission webhooks and the CRD's conversion webhook. Without them, reading a WebApp as apps.example.com/v1 fails unless another process serves /convert.")
+	flag.BoolVar(&f.migrateStorage, "migrate-storage", true,
+		"Once leader: rewrite WebApps stored as apps.example.com/v1 in the storage version (v2), then trim the CRD's status.storedVersions to [v2].")
 	f.certs.bind(flag.CommandLine)
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
@@ -94,6 +110,10 @@ func run() error {
 		return err
 	}
 	if err := webappv2.AddToScheme(scheme); err != nil {
+		return err
+	}
+	// The storage version migration reads and patches the WebApp CRD.
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return err
 	}
 
@@ -162,6 +182,14 @@ func run() error {
 		}
 		if err := f.certs.setup(mgr); err != nil {
 			return fmt.Errorf("setting up webhook certificates: %w", err)
+		}
+	}
+	if f.migrateStorage {
+		if err := mgr.Add(&storageversion.Migrator{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), CRD: webappCRD,
+			Log: ctrl.Log.WithName("storage-version-migration"),
+		}); err != nil {
+			return err
 		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

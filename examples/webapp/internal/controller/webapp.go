@@ -41,23 +41,12 @@ const Finalizer = "apps.example.com/cleanup"
 // reconcilekit_cleanup_overdue_objects).
 const CleanupDeadline = 10 * time.Minute
 
-// RegistryName is the ConfigMap, in the operator's namespace, that lists
-// every WebApp's in-cluster address (key "<namespace>.<name>", value
-// "http://<service>.<namespace>.svc:80"). A shared gateway or a service
-// catalogue reads it.
-//
-// It is why the WebApp has a finalizer: owner references cannot clean it
-// up. The registry lives in another namespace (owner references never
-// cross namespaces) and is shared by every WebApp (deleting an owner
-// deletes whole objects, never one key of one). Without the finalizer a
-// deleted WebApp would stay routable forever.
-const RegistryName = "webapp-registry"
-
 // Labels put on every object the operator creates for a WebApp.
 const (
 	labelName     = "app.kubernetes.io/name"
 	labelInstance = "app.kubernetes.io/instance"
 	labelManaged  = "app.kubernetes.io/managed-by"
+	managedBy     = "webapp-operator"
 )
 
 // Defaults, applied by the webhook and again here for clusters installed
@@ -80,19 +69,27 @@ const dbRefIndex = "spec.database.serviceName"
 // +kubebuilder:rbac:groups=apps.example.com,resources=webapps/status,verbs=get;patch
 // +kubebuilder:rbac:groups=apps.example.com,resources=webapps/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// Services: the WebApps' own (cached by label, CacheOptions) and the
+// database Services they wait for (metadata only, in a cache of their own:
+// newDatabaseCache), in every namespace. The route registry's ConfigMaps:
+// registry.go.
 // +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;patch
-// The registry ConfigMap by name only (main.go caches it with a
-// metadata.name field selector, which is what lets list and watch be limited
-// by name); create cannot be limited by name, so it is a rule of its own.
-// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;patch,namespace=webapp-system,resourceNames=webapp-registry
-// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=create,namespace=webapp-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup builds the WebApp reconciler and registers it, with its watches,
 // with mgr. registryNamespace is where the route registry lives (the
-// operator's namespace).
+// operator's namespace). The manager's cache must be built with
+// CacheOptions(registryNamespace) (or cache at least what it selects);
+// Setup adds a second, metadata-only cache for the database Services.
 func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*webappv2.WebApp], error) {
-	r, err := New(mgr, reconciler.Options[*webappv2.WebApp]{}, registryNamespace)
+	databases, err := newDatabaseCache(mgr)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(databases); err != nil {
+		return nil, fmt.Errorf("adding the database Service cache: %w", err)
+	}
+	r, err := New(mgr, reconciler.Options[*webappv2.WebApp]{}, registryNamespace, databases)
 	if err != nil {
 		return nil, err
 	}
@@ -111,64 +108,36 @@ func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		// A database Service appearing (or going) wakes the WebApps that
-		// reference it: no polling.
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			var apps webappv2.WebAppList
-			if err := mgr.GetClient().List(ctx, &apps, client.InNamespace(o.GetNamespace()),
-				client.MatchingFields{dbRefIndex: o.GetName()}); err != nil {
-				return nil
-			}
-			reqs := make([]reconcile.Request, 0, len(apps.Items))
-			for _, a := range apps.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
-			}
-			return reqs
-		})).
+		// reference it: no polling. Its events come from the metadata-only
+		// cache, which holds every Service as little more than its name.
+		WatchesRawSource(source.Kind(databases.Cache, databaseService(),
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+				var apps webappv2.WebAppList
+				if err := mgr.GetClient().List(ctx, &apps, client.InNamespace(o.GetNamespace()),
+					client.MatchingFields{dbRefIndex: o.GetName()}); err != nil {
+					return nil
+				}
+				reqs := make([]reconcile.Request, 0, len(apps.Items))
+				for _, a := range apps.Items {
+					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
+				}
+				return reqs
+			}))).
 		// The registry is shared with whoever else reads or edits it: an
 		// entry changed or removed behind the operator's back must be put
 		// back, and no WebApp event would ever say so.
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			if o.GetNamespace() != registryNamespace || o.GetName() != RegistryName {
-				return nil
-			}
-			return registryDrift(ctx, mgr.GetClient(), registryNamespace)
-		})).
+		Watches(&corev1.ConfigMap{}, registryDrift(mgr.GetClient(), registryNamespace)).
 		Complete(r)
 	return r, err
 }
 
-// registryDrift returns the WebApps whose registry entry is wrong, or
-// missing although their pass has reached the register step (DatabaseReady
-// is True), judged against the cached registry. Apps that have not got
-// that far register themselves; enqueueing them on every registry write
-// (one per WebApp being created) would only add passes.
-func registryDrift(ctx context.Context, c client.Client, registryNamespace string) []reconcile.Request {
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: registryNamespace, Name: RegistryName}, cm); err != nil && !apierrors.IsNotFound(err) {
-		return nil
-	}
-	var apps webappv2.WebAppList
-	if err := c.List(ctx, &apps); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range apps.Items {
-		app := &apps.Items[i]
-		if app.DeletionTimestamp != nil {
-			continue // its cleanup removes the entry
-		}
-		got, present := cm.Data[registryKey(app)]
-		if present && got != registryValue(app) || !present && conditions.IsTrue(app, webappv2.DatabaseReady) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(app)})
-		}
-	}
-	return reqs
-}
-
 // New builds the WebApp reconciler. opts supplies overrides (tests pass a
 // counting client); steps, conditions and cleanup are always the WebApp's.
-func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNamespace string) (*reconciler.Reconciler[*webappv2.WebApp], error) {
+// databases reads the database Services, as metav1.PartialObjectMetadata
+// (Setup passes its metadata-only cache).
+func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNamespace string, databases client.Reader) (*reconciler.Reconciler[*webappv2.WebApp], error) {
 	reg := registry{namespace: registryNamespace}
+	database := waitForDatabase(databases)
 	opts.Name = Name
 	opts.Steps = []reconciler.Step[*webappv2.WebApp]{
 		{Name: "database", Condition: webappv2.DatabaseReady, Run: database},
@@ -193,22 +162,25 @@ func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNa
 
 type scope = reconciler.Scope[*webappv2.WebApp]
 
-// database waits for the Service named by spec.database.serviceName.
-func database(ctx context.Context, s *scope) reconciler.Outcome {
-	app := s.Object
-	name := app.Spec.Database.ServiceName
-	if name == "" {
-		return reconciler.ContinueWith("NotConfigured", "no database configured")
+// waitForDatabase is the database step: it waits for the Service named by
+// spec.database.serviceName, read through databases (metadata only: its
+// existence is all the step needs).
+func waitForDatabase(databases client.Reader) func(context.Context, *scope) reconciler.Outcome {
+	return func(ctx context.Context, s *scope) reconciler.Outcome {
+		app := s.Object
+		name := app.Spec.Database.ServiceName
+		if name == "" {
+			return reconciler.ContinueWith("NotConfigured", "no database configured")
+		}
+		err := databases.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: name}, databaseService())
+		switch {
+		case apierrors.IsNotFound(err):
+			return reconciler.Wait("DatabaseNotFound", "database Service %q not found in namespace %q", name, app.Namespace)
+		case err != nil:
+			return reconciler.Error(fmt.Errorf("getting database Service %q: %w", name, err))
+		}
+		return reconciler.ContinueWith("DatabaseFound", "database Service %q found", name)
 	}
-	var svc corev1.Service
-	err := s.Client.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: name}, &svc)
-	switch {
-	case apierrors.IsNotFound(err):
-		return reconciler.Wait("DatabaseNotFound", "database Service %q not found in namespace %q", name, app.Namespace)
-	case err != nil:
-		return reconciler.Error(fmt.Errorf("getting database Service %q: %w", name, err))
-	}
-	return reconciler.ContinueWith("DatabaseFound", "database Service %q found", name)
 }
 
 func selectorLabels(app *webappv2.WebApp) map[string]string {
@@ -217,7 +189,7 @@ func selectorLabels(app *webappv2.WebApp) map[string]string {
 
 func objectLabels(app *webappv2.WebApp) map[string]string {
 	l := selectorLabels(app)
-	l[labelManaged] = "webapp-operator"
+	l[labelManaged] = managedBy
 	return l
 }
 
@@ -334,86 +306,4 @@ func summarize(app *webappv2.WebApp) {
 	default:
 		app.Status.Message = ready.Message
 	}
-}
-
-// registry maintains the WebApp's entry in the shared route registry.
-type registry struct {
-	namespace string
-}
-
-func registryKey(app *webappv2.WebApp) string { return app.Namespace + "." + app.Name }
-
-func registryValue(app *webappv2.WebApp) string {
-	return fmt.Sprintf("http://%s.%s.svc:80", app.Name, app.Namespace)
-}
-
-// register adds or updates this WebApp's key with a merge patch that
-// touches only that key, so concurrent reconciles of other WebApps never
-// overwrite each other, and writes nothing when the entry is current.
-func (r registry) register(ctx context.Context, s *scope) reconciler.Outcome {
-	if err := r.set(ctx, s.Client, registryKey(s.Object), new(registryValue(s.Object))); err != nil {
-		return reconciler.Error(err)
-	}
-	return reconciler.Continue()
-}
-
-// deregister removes this WebApp's key; a missing registry or key is done.
-//
-// It always sends the patch instead of first looking for the key in the
-// cached registry: the cache may not yet hold the entry an earlier pass
-// wrote moments ago (a WebApp deleted right after it was registered), and
-// an entry skipped here stays forever, routing to a WebApp that is gone,
-// with no WebApp left to remove it. Removing an absent key changes nothing.
-func (r registry) deregister(ctx context.Context, s *scope) reconciler.Outcome {
-	patch, err := json.Marshal(map[string]any{"data": map[string]*string{registryKey(s.Object): nil}})
-	if err != nil {
-		return reconciler.Error(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: RegistryName}}
-	err = s.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch))
-	if err != nil && !apierrors.IsNotFound(err) {
-		return reconciler.Error(wrapRegistry(err))
-	}
-	return reconciler.Continue()
-}
-
-func (r registry) set(ctx context.Context, c client.Client, key string, value *string) error {
-	cm := &corev1.ConfigMap{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: RegistryName}, cm)
-	switch {
-	case apierrors.IsNotFound(err) && value == nil:
-		return nil
-	case apierrors.IsNotFound(err):
-		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: RegistryName, Labels: map[string]string{labelManaged: "webapp-operator"}},
-			Data:       map[string]string{key: *value},
-		}
-		err := c.Create(ctx, cm)
-		if err == nil || !apierrors.IsAlreadyExists(err) {
-			return wrapRegistry(err)
-		}
-		// Created concurrently by another WebApp's pass: cm is still the
-		// object we built (holding our key), so comparing against it would
-		// find nothing to write. Patch the key in unconditionally; the
-		// merge patch touches only that key.
-		cm.Data = nil
-	case err != nil:
-		return wrapRegistry(err)
-	}
-	current, present := cm.Data[key]
-	if (value == nil && !present) || (value != nil && present && current == *value) {
-		return nil
-	}
-	patch, err := json.Marshal(map[string]any{"data": map[string]*string{key: value}})
-	if err != nil {
-		return err
-	}
-	return wrapRegistry(c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)))
-}
-
-func wrapRegistry(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("updating route registry ConfigMap %s: %w", RegistryName, err)
 }

@@ -5,6 +5,15 @@
 // replicas outside 1..100, wrong types) even when the webhook is not
 // installed; the webhook adds the defaults and the rules a schema cannot
 // express (quantity comparisons, warnings).
+//
+// Both served versions have their own webhooks, each with matchPolicy
+// Exact: a v1 request is defaulted and validated as v1 (errors name the
+// fields the client wrote, such as spec.dbRef), a v2 request as v2, and
+// neither is converted on its way through admission. With the default
+// matchPolicy (Equivalent) the apiserver would also send every v1 request,
+// converted by the conversion webhook, to the v2 webhooks and the other way
+// round: each object would be admitted twice, and errors would name fields
+// of a version the client did not use.
 package webhook
 
 import (
@@ -18,6 +27,7 @@ import (
 	"github.com/reconcilekit/reconcilekit/webhookkit"
 
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
+	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
 )
 
@@ -25,12 +35,17 @@ import (
 // container runtime cannot start most web servers.
 var MinMemory = resource.MustParse("16Mi")
 
-// +kubebuilder:webhook:path=/mutate-apps-example-com-v1-webapp,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=mwebapp-v1.kb.io,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/validate-apps-example-com-v1-webapp,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=vwebapp-v1.kb.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-apps-example-com-v1-webapp,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=mwebapp-v1.kb.io,admissionReviewVersions=v1,matchPolicy=Exact
+// +kubebuilder:webhook:path=/validate-apps-example-com-v1-webapp,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=vwebapp-v1.kb.io,admissionReviewVersions=v1,matchPolicy=Exact
+// +kubebuilder:webhook:path=/mutate-apps-example-com-v2-webapp,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v2,name=mwebapp-v2.kb.io,admissionReviewVersions=v1,matchPolicy=Exact
+// +kubebuilder:webhook:path=/validate-apps-example-com-v2-webapp,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v2,name=vwebapp-v2.kb.io,admissionReviewVersions=v1,matchPolicy=Exact
 
-// Setup registers the WebApp webhooks with mgr's webhook server.
+// Setup registers the WebApp webhooks with mgr's webhook server: v1's, and
+// v2's, whose registration also serves /convert (controller-runtime's
+// conversion webhook, because v2 is a conversion.Hub and v1 a
+// conversion.Convertible in mgr's scheme).
 func Setup(mgr ctrl.Manager) error {
-	return webhookkit.Register(mgr, webhookkit.Webhook[*webappv1.WebApp]{
+	err := webhookkit.Register(mgr, webhookkit.Webhook[*webappv1.WebApp]{
 		Default: Default,
 		ValidateCreate: func(_ context.Context, app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) {
 			return Validate(app)
@@ -39,9 +54,21 @@ func Setup(mgr ctrl.Manager) error {
 			return Validate(app)
 		},
 	})
+	if err != nil {
+		return err
+	}
+	return webhookkit.Register(mgr, webhookkit.Webhook[*webappv2.WebApp]{
+		Default: DefaultV2,
+		ValidateCreate: func(_ context.Context, app *webappv2.WebApp) (webhookkit.Warnings, field.ErrorList) {
+			return ValidateV2(app)
+		},
+		ValidateUpdate: func(_ context.Context, _, app *webappv2.WebApp) (webhookkit.Warnings, field.ErrorList) {
+			return ValidateV2(app)
+		},
+	})
 }
 
-// Default fills in replicas (1) and resources (500m CPU, 256Mi memory),
+// Default fills in a v1 WebApp's replicas (1) and resources (500m CPU, 256Mi memory),
 // each only when unset.
 func Default(_ context.Context, app *webappv1.WebApp) error {
 	if app.Spec.Replicas == nil {
@@ -59,8 +86,8 @@ func Default(_ context.Context, app *webappv1.WebApp) error {
 	return nil
 }
 
-// Validate reports every invalid field at once, and warns about mutable
-// image tags.
+// Validate reports every invalid field of a v1 WebApp at once, and warns
+// about mutable image tags.
 func Validate(app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) {
 	spec := field.NewPath("spec")
 	errs := webhookkit.ImageReference(spec.Child("image"), app.Spec.Image)
@@ -76,6 +103,71 @@ func Validate(app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) {
 		}
 		if res.Memory != nil && res.Memory.Cmp(MinMemory) < 0 {
 			errs = append(errs, field.Invalid(spec.Child("resources", "memory"), res.Memory.String(), "must be at least "+MinMemory.String()))
+		}
+	}
+	var warnings webhookkit.Warnings
+	if strings.HasSuffix(app.Spec.Image, ":latest") {
+		warnings = append(warnings, "spec.image: the tag \"latest\" can change under a running WebApp; pin a version or a digest")
+	}
+	return warnings, errs
+}
+
+// DefaultV2 fills in a v2 WebApp's replicas (1), resource requests (500m
+// CPU, 256Mi memory) and limits (each the request), each only when unset.
+// A v2 WebApp that says nothing about resources gets what a v1 WebApp gets,
+// so it reads as v1 without the ResourcesAnnotation.
+func DefaultV2(_ context.Context, app *webappv2.WebApp) error {
+	if app.Spec.Replicas == nil {
+		app.Spec.Replicas = new(int32(1))
+	}
+	if app.Spec.Resources == nil {
+		app.Spec.Resources = &webappv2.ResourceRequirements{}
+	}
+	r := app.Spec.Resources
+	if r.Requests.CPU == nil {
+		r.Requests.CPU = new(controller.DefaultCPU.DeepCopy())
+	}
+	if r.Requests.Memory == nil {
+		r.Requests.Memory = new(controller.DefaultMemory.DeepCopy())
+	}
+	if r.Limits.CPU == nil {
+		r.Limits.CPU = new(r.Requests.CPU.DeepCopy())
+	}
+	if r.Limits.Memory == nil {
+		r.Limits.Memory = new(r.Requests.Memory.DeepCopy())
+	}
+	return nil
+}
+
+// ValidateV2 reports every invalid field of a v2 WebApp at once, and warns
+// about mutable image tags. Beyond v1's rules: no limit below its request.
+func ValidateV2(app *webappv2.WebApp) (webhookkit.Warnings, field.ErrorList) {
+	spec := field.NewPath("spec")
+	errs := webhookkit.ImageReference(spec.Child("image"), app.Spec.Image)
+	if r := app.Spec.Replicas; r != nil && (*r < 1 || *r > 100) {
+		errs = append(errs, field.Invalid(spec.Child("replicas"), *r, "must be between 1 and 100"))
+	}
+	if name := app.Spec.Database.ServiceName; name != "" {
+		errs = append(errs, webhookkit.DNS1123Label(spec.Child("database", "serviceName"), name)...)
+	}
+	if res := app.Spec.Resources; res != nil {
+		path := spec.Child("resources")
+		for _, amounts := range []struct {
+			path *field.Path
+			r    webappv2.ContainerResources
+		}{{path.Child("requests"), res.Requests}, {path.Child("limits"), res.Limits}} {
+			if c := amounts.r.CPU; c != nil && c.Sign() <= 0 {
+				errs = append(errs, field.Invalid(amounts.path.Child("cpu"), c.String(), "must be positive"))
+			}
+			if m := amounts.r.Memory; m != nil && m.Cmp(MinMemory) < 0 {
+				errs = append(errs, field.Invalid(amounts.path.Child("memory"), m.String(), "must be at least "+MinMemory.String()))
+			}
+		}
+		if l, r := res.Limits.CPU, res.Requests.CPU; l != nil && r != nil && l.Cmp(*r) < 0 {
+			errs = append(errs, field.Invalid(path.Child("limits", "cpu"), l.String(), "must be at least the request, "+r.String()))
+		}
+		if l, r := res.Limits.Memory, res.Requests.Memory; l != nil && r != nil && l.Cmp(*r) < 0 {
+			errs = append(errs, field.Invalid(path.Child("limits", "memory"), l.String(), "must be at least the request, "+r.String()))
 		}
 	}
 	var warnings webhookkit.Warnings
