@@ -136,7 +136,7 @@ test: verify-generated vet lint test-unit test-integration test-e2e test-docs ##
 
 BENCH_N ?= 100
 .PHONY: bench
-bench: tools ## API requests, convergence and memory vs the tutorial-style baseline; writes docs/performance.md (BENCH_N=100).
+bench: tools ## Requests, CPU, latency and memory vs an idiomatic controller-runtime peer and the tutorial baseline; writes docs/performance.md (BENCH_N=100).
 	cd bench && go run ./cmd/bench -n $(BENCH_N)
 
 ##@ Local cluster

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		if err == nil && os.Args[1] == childArg {
 			err = baseline.Run(ctrl.SetupSignalHandler(), cfg, os.Args[2])
 		} else if err == nil {
-			err = idiomatic.Run(ctrl.SetupSignalHandler(), cfg, os.Args[2], bench.SystemNamespace)
+			err = idiomatic.Run(ctrl.SetupSignalHandler(), cfg, os.Args[2], bench.SystemNamespace, 0)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

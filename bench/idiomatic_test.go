@@ -26,7 +26,7 @@ import (
 // startIdiomatic runs the idiomatic operator's manager, with its own cache
 // options, on envtest until the test ends, and returns its reconciler and
 // cached client.
-func startIdiomatic(t *testing.T, registryNS string) (*idiomatic.Reconciler, client.Client) {
+func startIdiomatic(t *testing.T, registryNS string, shards uint32) (*idiomatic.Reconciler, client.Client) {
 	t.Helper()
 	scheme, err := idiomatic.NewScheme()
 	require.NoError(t, err)
@@ -37,7 +37,7 @@ func startIdiomatic(t *testing.T, registryNS string) (*idiomatic.Reconciler, cli
 		Controller: config.Controller{SkipNameValidation: new(true)},
 	})
 	require.NoError(t, err)
-	r, err := idiomatic.Setup(mgr, registryNS)
+	r, err := idiomatic.Setup(mgr, registryNS, shards)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -69,7 +69,7 @@ func TestIdiomaticConverges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns, registryNS := env.Namespace(t), env.Namespace(t)
-	r, cached := startIdiomatic(t, registryNS)
+	r, cached := startIdiomatic(t, registryNS, 0)
 	c := env.Client
 	const within, every = 30 * time.Second, 50 * time.Millisecond
 
@@ -171,4 +171,57 @@ func TestIdiomaticConverges(t *testing.T) {
 		require.NoError(ct, c.Get(ctx, types.NamespacedName{Namespace: registryNS, Name: idiomatic.RegistryName}, &cm))
 		assert.NotContains(ct, cm.Data, ns+".shop")
 	}, within, every)
+}
+
+// TestIdiomaticShardedRegistry: with a sharded registry each WebApp's
+// entry lands in the ConfigMap its name hashes to, and leaves it on
+// deletion.
+func TestIdiomaticShardedRegistry(t *testing.T) {
+	testenv.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns, registryNS := env.Namespace(t), env.Namespace(t)
+	startIdiomatic(t, registryNS, 4)
+	c := env.Client
+	reg := idiomatic.ShardedConfigMapRegistry{Namespace: registryNS, Shards: 4}
+	shards := map[string]bool{}
+	var apps []*webappv1.WebApp
+	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
+		app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: webappv1.WebAppSpec{Image: "web:v1"}}
+		require.NoError(t, c.Create(ctx, app))
+		apps = append(apps, app)
+		shards[reg.ShardName(app)] = true
+	}
+	require.Greater(t, len(shards), 1, "six names all hashed to one of four shards")
+	entries := func(ct *assert.CollectT) map[string]string {
+		all := map[string]string{}
+		for shard := range shards {
+			var cm corev1.ConfigMap
+			if err := c.Get(ctx, types.NamespacedName{Namespace: registryNS, Name: shard}, &cm); apierrors.IsNotFound(err) {
+				continue
+			} else if !assert.NoError(ct, err) {
+				return nil
+			}
+			for k, v := range cm.Data {
+				assert.Equal(ct, shard, reg.ShardName(&webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k[len(ns)+1:]}}), "%s in the wrong shard", k)
+				all[k] = v
+			}
+		}
+		return all
+	}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		got := entries(ct)
+		for _, app := range apps {
+			assert.Equal(ct, "http://"+app.Name+"."+ns+".svc:80", got[ns+"."+app.Name])
+		}
+	}, 30*time.Second, 50*time.Millisecond)
+	var single corev1.ConfigMap
+	assert.True(t, apierrors.IsNotFound(c.Get(ctx, types.NamespacedName{Namespace: registryNS, Name: idiomatic.RegistryName}, &single)),
+		"the single registry ConfigMap is not written when sharded")
+	for _, app := range apps {
+		require.NoError(t, c.Delete(ctx, app))
+	}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.Empty(ct, entries(ct))
+	}, 30*time.Second, 50*time.Millisecond)
 }

@@ -285,7 +285,7 @@ func (r *Report) Markdown() string {
 	b.WriteString("Counted on the wire by a proxy in front of each operator (reads served from an informer cache never reach\n")
 	b.WriteString("it), Events included. Convergence: from the first create until every WebApp is Ready and the operator idle.\n")
 	b.WriteString("No-op resync: an annotation no operator reads is set on every WebApp, which wakes each operator through its\n")
-	b.WriteString(fmt.Sprintf("WebApp watch as any unrelated edit does. Image update: every WebApp's image set to `%s`, until every\n", UpdatedImage))
+	fmt.Fprintf(&b, "WebApp watch as any unrelated edit does. Image update: every WebApp's image set to `%s`, until every\n", UpdatedImage)
 	b.WriteString("Deployment has rolled it out and every WebApp is Ready again. Deletion: every WebApp deleted, until the\n")
 	b.WriteString("operator has deregistered and finalized them all and is idle.\n\n")
 	t.header(cols...)

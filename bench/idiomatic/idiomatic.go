@@ -23,8 +23,9 @@
 //     every Service in the cluster.
 //   - The finalizer guards the WebApp's entry in the route registry (the
 //     same single ConfigMap, RegistryName, as the example operator, behind
-//     the Registry interface so that a sharded registry can replace it);
-//     finalizers are added and removed by optimistic-locked merge patches.
+//     the Registry interface; ShardedConfigMapRegistry is the sharded
+//     alternative for when the example's registry is sharded); finalizers
+//     are added and removed by optimistic-locked merge patches.
 //
 // Webhooks are left out, as they are for every operator in the benchmarks.
 package idiomatic
@@ -33,6 +34,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -114,6 +116,14 @@ type Registry interface {
 type ConfigMapRegistry struct {
 	Client    client.Client
 	Namespace string
+	name      string // RegistryName when empty
+}
+
+func (r ConfigMapRegistry) objectName() string {
+	if r.name == "" {
+		return RegistryName
+	}
+	return r.name
 }
 
 func registryKey(app *webappv1.WebApp) string { return app.Namespace + "." + app.Name }
@@ -126,11 +136,11 @@ func registryValue(app *webappv1.WebApp) string {
 func (r ConfigMapRegistry) Register(ctx context.Context, app *webappv1.WebApp) error {
 	key, value := registryKey(app), registryValue(app)
 	cm := &corev1.ConfigMap{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: RegistryName}, cm)
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.objectName()}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: RegistryName, Labels: map[string]string{labelManaged: ManagedBy}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.objectName(), Labels: map[string]string{labelManaged: ManagedBy}},
 			Data:       map[string]string{key: value},
 		}
 		if err := r.Client.Create(ctx, cm); !apierrors.IsAlreadyExists(err) {
@@ -156,8 +166,37 @@ func (r ConfigMapRegistry) patch(ctx context.Context, key string, value *string)
 	if err != nil {
 		return err
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: RegistryName}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.objectName()}}
 	return r.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch))
+}
+
+// ShardedConfigMapRegistry spreads the entries over Shards ConfigMaps
+// (RegistryName-<shard>, shard = FNV-32a of "<namespace>/<name>" modulo
+// Shards) in Namespace, so that no one object approaches the 1 MiB limit
+// and each write rewrites 1/Shards of the registry. The ConfigMaps carry
+// the managed-by label, so CacheOptions' cache holds them all. Not the
+// default: the example operator's registry is still the single ConfigMap.
+type ShardedConfigMapRegistry struct {
+	Client    client.Client
+	Namespace string
+	Shards    uint32
+}
+
+// ShardName is the ConfigMap that holds app's entry.
+func (r ShardedConfigMapRegistry) ShardName(app *webappv1.WebApp) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(app.Namespace + "/" + app.Name))
+	return fmt.Sprintf("%s-%d", RegistryName, h.Sum32()%max(r.Shards, 1))
+}
+
+// Register implements Registry.
+func (r ShardedConfigMapRegistry) Register(ctx context.Context, app *webappv1.WebApp) error {
+	return ConfigMapRegistry{Client: r.Client, Namespace: r.Namespace, name: r.ShardName(app)}.Register(ctx, app)
+}
+
+// Deregister implements Registry.
+func (r ShardedConfigMapRegistry) Deregister(ctx context.Context, app *webappv1.WebApp) error {
+	return ConfigMapRegistry{Client: r.Client, Namespace: r.Namespace, name: r.ShardName(app)}.Deregister(ctx, app)
 }
 
 // Reconciler reconciles WebApps.
@@ -438,13 +477,18 @@ func NewScheme() (*runtime.Scheme, error) {
 }
 
 // Setup builds the reconciler for mgr (whose cache should have
-// CacheOptions(namespace)) with the single-ConfigMap registry in namespace,
-// and registers it.
-func Setup(mgr ctrl.Manager, namespace string) (*Reconciler, error) {
+// CacheOptions(namespace)) with the route registry in namespace: the
+// single ConfigMap when shards is 0, else a ShardedConfigMapRegistry of
+// that many shards; and registers it.
+func Setup(mgr ctrl.Manager, namespace string, shards uint32) (*Reconciler, error) {
+	var registry Registry = ConfigMapRegistry{Client: mgr.GetClient(), Namespace: namespace}
+	if shards > 0 {
+		registry = ShardedConfigMapRegistry{Client: mgr.GetClient(), Namespace: namespace, Shards: shards}
+	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Registry:  ConfigMapRegistry{Client: mgr.GetClient(), Namespace: namespace},
+		Registry:  registry,
 		Recorder:  mgr.GetEventRecorder(ControllerName),
 	}
 	return r, r.SetupWithManager(mgr)
@@ -452,8 +496,8 @@ func Setup(mgr ctrl.Manager, namespace string) (*Reconciler, error) {
 
 // Run runs the operator against cfg until ctx is done, serving
 // controller-runtime's metrics (plain HTTP) on metricsAddr, with the route
-// registry in namespace.
-func Run(ctx context.Context, cfg *rest.Config, metricsAddr, namespace string) error {
+// registry in namespace (sharded over shards ConfigMaps; 0: one).
+func Run(ctx context.Context, cfg *rest.Config, metricsAddr, namespace string, shards uint32) error {
 	scheme, err := NewScheme()
 	if err != nil {
 		return err
@@ -467,7 +511,7 @@ func Run(ctx context.Context, cfg *rest.Config, metricsAddr, namespace string) e
 	if err != nil {
 		return fmt.Errorf("creating the idiomatic manager: %w", err)
 	}
-	if _, err := Setup(mgr, namespace); err != nil {
+	if _, err := Setup(mgr, namespace, shards); err != nil {
 		return fmt.Errorf("setting up the idiomatic controller: %w", err)
 	}
 	return mgr.Start(ctx)

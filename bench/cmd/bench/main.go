@@ -88,6 +88,7 @@ func runIdiomatic(args []string) error {
 	fs := flag.NewFlagSet("operator idiomatic", flag.ContinueOnError)
 	addr := fs.String("metrics-bind-address", "127.0.0.1:8080", "where to serve controller-runtime's metrics")
 	namespace := fs.String("namespace", bench.SystemNamespace, "the operator's namespace: the route registry lives here")
+	shards := fs.Uint("registry-shards", 0, "spread the route registry over this many ConfigMaps (0: the single ConfigMap, as the example operator)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func runIdiomatic(args []string) error {
 	if err != nil {
 		return err
 	}
-	return idiomatic.Run(ctrl.SetupSignalHandler(), cfg, *addr, *namespace)
+	return idiomatic.Run(ctrl.SetupSignalHandler(), cfg, *addr, *namespace, uint32(*shards))
 }
 
 type options struct {
@@ -107,6 +108,7 @@ type options struct {
 	micro, baselineFirst  bool
 	render                string
 	clusterQPS            int
+	registryShards        uint
 }
 
 func run() error {
@@ -122,6 +124,7 @@ func run() error {
 	flag.BoolVar(&o.micro, "micro", true, "run the go test microbenchmarks")
 	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
 	flag.IntVar(&o.clusterQPS, "cluster-qps", 1000, "client QPS (burst twice that) of the bench cluster's kube-controller-manager and kube-scheduler, so that the operator and not the cluster bounds convergence (0: their defaults, 20 and 50 QPS)")
+	flag.UintVar(&o.registryShards, "registry-shards", 0, "the idiomatic peer's route registry: this many ConfigMaps (set it to match the example operator's registry; 0: one ConfigMap, as the example today)")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other) to -out, and exit")
 	flag.Parse()
 	if o.n < 1 {
@@ -257,7 +260,8 @@ func run() error {
 				"--namespace=" + bench.SystemNamespace}
 		},
 		Idiomatic: func(addr string) []string {
-			return []string{self, "operator", "idiomatic", "--metrics-bind-address=" + addr, "--namespace=" + bench.SystemNamespace}
+			return []string{self, "operator", "idiomatic", "--metrics-bind-address=" + addr, "--namespace=" + bench.SystemNamespace,
+				fmt.Sprintf("--registry-shards=%d", o.registryShards)}
 		},
 		Baseline: func(addr string) []string {
 			return []string{self, "operator", "baseline", "--metrics-bind-address=" + addr}
