@@ -8,6 +8,7 @@ module github.com/reconcilekit/reconcilekit/e2e
 go 1.26.0
 
 require (
+	github.com/operator-framework/api v0.36.0
 	github.com/prometheus/common v0.70.0
 	github.com/prometheus/prometheus v0.310.0
 	github.com/reconcilekit/reconcilekit v0.0.0-00010101000000-000000000000
@@ -59,6 +60,7 @@ require (
 	github.com/prometheus/client_golang v1.24.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/vladimirvivien/gexe v0.5.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect

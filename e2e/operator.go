@@ -51,7 +51,13 @@ type operatorProcess struct {
 	noLeaderElection bool
 	// extraArgs are appended to the flags (the chaos suite asks for log
 	// timestamps with sub-second precision).
-	extraArgs   []string
+	extraArgs []string
+	// argv, when set, is the whole command line instead of the flags above
+	// (the bundle test runs the CSV's container args); the ports below must
+	// still name what it binds, and kubeconfig what it authenticates with.
+	argv []string
+	// env is added to the operator's environment (operatorEnv).
+	env         []string
 	webhookPort int
 	probePort   int
 	metricsPort int
@@ -96,6 +102,9 @@ const stopTimeout = 45 * time.Second
 func (o *operatorProcess) argv0() string { return "webapp-operator-" + o.name }
 
 func (o *operatorProcess) args() []string {
+	if o.argv != nil {
+		return append([]string(nil), o.argv...)
+	}
 	return append([]string{
 		"--kubeconfig", o.kubeconfig,
 		"--namespace", o.namespace,
@@ -155,7 +164,7 @@ func (o *operatorProcess) spawn() (*exec.Cmd, chan struct{}, error) {
 	}
 	cmd := exec.Command(o.binary, o.args()...)
 	cmd.Args[0] = o.argv0()
-	cmd.Env = operatorEnv()
+	cmd.Env = append(operatorEnv(), o.env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own process group: a Ctrl-C in the terminal reaches only go

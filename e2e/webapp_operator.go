@@ -284,66 +284,77 @@ func (o *webappOperator) install(ctx context.Context, kustomization string) erro
 	return err
 }
 
-// writeServiceAccountKubeconfig mints a token for the operator's
-// ServiceAccount (TokenRequest) and writes a kubeconfig holding only the
-// suite cluster's server, its CA and that token. It then asks the
-// apiserver who that kubeconfig is (SelfSubjectReview), so a kubeconfig
-// with any other identity can never reach an operator.
+// writeServiceAccountKubeconfig writes the operator ServiceAccount's
+// kubeconfig (serviceAccountKubeconfig) into the work dir.
 func (o *webappOperator) writeServiceAccountKubeconfig(ctx context.Context, cfg *envconf.Config) error {
-	admin := cfg.Client().RESTConfig()
-	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		return err
-	}
-	var token *authenticationv1.TokenRequest
-	var last error
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		// The ServiceAccount was just applied; retry until it is there.
-		token, last = cs.CoreV1().ServiceAccounts(operatorNamespace).CreateToken(ctx, operatorServiceAccount,
-			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(2 * 3600))}},
-			metav1.CreateOptions{})
-		return last == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("token for ServiceAccount %s/%s: %w (last: %v)", operatorNamespace, operatorServiceAccount, err, last)
-	}
-	ca := admin.CAData
-	if len(ca) == 0 && admin.CAFile != "" {
-		if ca, err = os.ReadFile(admin.CAFile); err != nil {
-			return fmt.Errorf("the suite kubeconfig's CA: %w", err)
-		}
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["suite"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: ca}
-	kc.AuthInfos[operatorUser] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
-	kc.Contexts["operator"] = &clientcmdapi.Context{Cluster: "suite", AuthInfo: operatorUser, Namespace: operatorNamespace}
-	kc.CurrentContext = "operator"
 	dir, err := o.makeWorkDir()
 	if err != nil {
 		return err
 	}
 	path := filepath.Join(dir, "operator.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+	rc, err := serviceAccountKubeconfig(ctx, cfg.Client().RESTConfig(), operatorNamespace, operatorServiceAccount, path)
+	if err != nil {
 		return err
+	}
+	o.saKubeconfig, o.saConfig = path, rc
+	return nil
+}
+
+// serviceAccountKubeconfig mints a token for the ServiceAccount
+// namespace/name (TokenRequest, as admin) and writes, to path, a kubeconfig
+// holding only admin's server, its CA and that token. It then asks the
+// apiserver who that kubeconfig is (SelfSubjectReview), so a kubeconfig
+// with any other identity can never reach an operator, and returns its
+// config.
+func serviceAccountKubeconfig(ctx context.Context, admin *rest.Config, namespace, name, path string) (*rest.Config, error) {
+	user := "system:serviceaccount:" + namespace + ":" + name
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	var token *authenticationv1.TokenRequest
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		// The ServiceAccount was just applied; retry until it is there.
+		token, last = cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(2 * 3600))}},
+			metav1.CreateOptions{})
+		return last == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("token for ServiceAccount %s/%s: %w (last: %v)", namespace, name, err, last)
+	}
+	ca := admin.CAData
+	if len(ca) == 0 && admin.CAFile != "" {
+		if ca, err = os.ReadFile(admin.CAFile); err != nil {
+			return nil, fmt.Errorf("the suite kubeconfig's CA: %w", err)
+		}
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["suite"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: ca}
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	kc.Contexts["operator"] = &clientcmdapi.Context{Cluster: "suite", AuthInfo: user, Namespace: namespace}
+	kc.CurrentContext = "operator"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return nil, err
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rc.UserAgent = "e2e-as-operator"
 	cs, err = kubernetes.NewForConfig(rc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("SelfSubjectReview with %s: %w", path, err)
+		return nil, fmt.Errorf("SelfSubjectReview with %s: %w", path, err)
 	}
-	if got := review.Status.UserInfo.Username; got != operatorUser {
-		return fmt.Errorf("the operator kubeconfig %s authenticates as %q, want %q", path, got, operatorUser)
+	if got := review.Status.UserInfo.Username; got != user {
+		return nil, fmt.Errorf("the operator kubeconfig %s authenticates as %q, want %q", path, got, user)
 	}
-	o.saKubeconfig, o.saConfig = path, rc
-	return nil
+	return rc, nil
 }
 
 // makeWorkDir creates, once, the directory for the binary, the operator's
