@@ -36,8 +36,9 @@ const ResyncAnnotation = "bench.reconcilekit.io/resync"
 type Config struct {
 	// N is the number of WebApps each operator converges.
 	N int
-	// Unrelated is the number of Deployments plus ConfigMaps, half each,
-	// created in other namespaces for the second memory figure; 0 skips it.
+	// Unrelated is the number of Deployments, ConfigMaps and Services, a
+	// third each, created in other namespaces for the second memory figure;
+	// 0 skips it.
 	Unrelated int
 	// Workers is how many requests the bench itself sends in parallel when
 	// it creates objects (default 8).
@@ -512,7 +513,7 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 		return res, err
 	}
 	if h.cfg.Unrelated > 0 {
-		h.cfg.Logf("%s: creating %d unrelated Deployments and ConfigMaps", name, h.cfg.Unrelated)
+		h.cfg.Logf("%s: creating %d unrelated Deployments, ConfigMaps and Services", name, h.cfg.Unrelated)
 		namespaces, err := h.unrelated(ctx, name)
 		if err != nil {
 			return res, err
@@ -703,10 +704,12 @@ func (h *harness) resync(ctx context.Context, op *Operator, ns string) (Phase, e
 	})
 }
 
-// unrelated creates cfg.Unrelated objects the operators do not manage,
-// half Deployments (paused, 0 replicas: no ReplicaSet, no pod, so the
-// cluster stays light) and half ConfigMaps (1 KiB of data each), spread
-// over 10 namespaces of their own, and returns the namespaces.
+// unrelated creates cfg.Unrelated objects the operators do not manage, a
+// third each: Deployments (paused, 0 replicas: no ReplicaSet, no pod, so
+// the cluster stays light), ConfigMaps (1 KiB of data each) and headless
+// Services (no cluster IP to allocate; what an operator that watches
+// Services, as the example's dbRef watch does, caches), spread over 10
+// namespaces of their own, and returns the namespaces.
 func (h *harness) unrelated(ctx context.Context, impl string) ([]string, error) {
 	const spread = 10
 	var namespaces []string
@@ -725,7 +728,22 @@ func (h *harness) unrelated(ctx context.Context, impl string) ([]string, error) 
 		ns := namespaces[i%spread]
 		name := fmt.Sprintf("other-%05d", i)
 		labels := map[string]string{"app.kubernetes.io/name": "other", "app.kubernetes.io/instance": name}
-		if i%2 == 0 {
+		switch i % 3 {
+		case 1:
+			return h.c.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+				Data:       map[string]string{"config.txt": string(payload)},
+			})
+		case 2:
+			return h.c.Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+				Spec: corev1.ServiceSpec{
+					ClusterIP: corev1.ClusterIPNone,
+					Selector:  labels,
+					Ports:     []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+				},
+			})
+		default:
 			zero := int32(0)
 			return h.c.Create(ctx, &appsv1.Deployment{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
@@ -743,10 +761,6 @@ func (h *harness) unrelated(ctx context.Context, impl string) ([]string, error) 
 				},
 			})
 		}
-		return h.c.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-			Data:       map[string]string{"config.txt": string(payload)},
-		})
 	})
 	return namespaces, err
 }

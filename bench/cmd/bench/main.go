@@ -114,7 +114,7 @@ type options struct {
 func run() error {
 	var o options
 	flag.IntVar(&o.n, "n", 100, "WebApps each operator converges (1000 is fine; 10 for a quick run)")
-	flag.IntVar(&o.unrelated, "unrelated", 10000, "unrelated Deployments+ConfigMaps for the second memory figure (0 skips it)")
+	flag.IntVar(&o.unrelated, "unrelated", 10000, "unrelated Deployments, ConfigMaps and Services (a third each) for the second memory figure (0 skips it)")
 	flag.IntVar(&o.workers, "workers", 8, "parallel requests of the bench's own client")
 	flag.StringVar(&o.out, "out", "docs/performance.md", "where to write the report (relative to the repository root; empty: stdout only)")
 	flag.StringVar(&o.kubeconfig, "use-cluster", "", "kubeconfig of a running cluster to use instead of starting one (loopback only, with kube-controller-manager)")
