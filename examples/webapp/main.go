@@ -9,16 +9,10 @@ import (
 	"os"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -131,10 +125,6 @@ func run() error {
 		// GET /metrics (the metrics-reader ClusterRole) may scrape.
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	managed, err := labels.Parse("app.kubernetes.io/managed-by=webapp-operator")
-	if err != nil {
-		return err
-	}
 	certOpts, err := f.certs.tlsOpts(f.namespace)
 	if err != nil {
 		return err
@@ -154,20 +144,9 @@ func run() error {
 		// The new leader starts at once when the old one stops cleanly.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       new(30 * time.Second),
-		Cache: cache.Options{
-			// Memory: cache only what the operator manages, without
-			// managedFields. Deployments are ours alone (by label); the
-			// registry ConfigMap lives in the operator's namespace.
-			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				&appsv1.Deployment{}: {Label: managed},
-				// Only the registry, so that RBAC can grant it by name.
-				&corev1.ConfigMap{}: {
-					Namespaces: map[string]cache.Config{f.namespace: {}},
-					Field:      fields.OneTermEqualSelector("metadata.name", controller.RegistryName),
-				},
-			},
-		},
+		// Memory: cache only what the operator manages (by label; the
+		// route registry only in its namespace), without managedFields.
+		Cache: controller.CacheOptions(f.namespace),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -53,19 +52,20 @@ func TestNoReadyBeforeRollout(t *testing.T) {
 	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))
 }
 
-// TestRegistryCreatedConcurrently: the registry ConfigMap is not in the
-// cache yet (another WebApp's pass created it a moment ago), so register
-// creates it and gets AlreadyExists. The entry must still be written by
-// this pass: the registry watch re-registers only WebApps whose pass already
-// got past the register step.
+// TestRegistryCreatedConcurrently: the WebApp's registry shard is not in
+// the cache yet (another WebApp's pass created it a moment ago), so
+// register creates it and gets AlreadyExists. The entry must still be
+// written by this pass: the registry watch re-registers only WebApps whose
+// pass already got past the register step. The same path puts back the
+// labels of a shard someone unlabelled (which dropped it from the cache).
 func TestRegistryCreatedConcurrently(t *testing.T) {
 	f := newFixture(t, webappv2Spec("web:1", 1))
+	registry := f.shard()
 	other := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: controller.RegistryName},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: registry.Name},
 		Data:       map[string]string{"other.app": "http://app.other.svc:80"},
 	}
 	require.NoError(t, env.Client.Create(f.ctx, other))
-	registry := types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}
 	stale := interceptor.NewClient(withWatch{f.m.Client}, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if _, ok := obj.(*corev1.ConfigMap); ok && key == registry {
@@ -81,6 +81,7 @@ func TestRegistryCreatedConcurrently(t *testing.T) {
 	require.NoError(t, env.Client.Get(f.ctx, registry, reg))
 	assert.Equal(t, "http://shop."+f.ns+".svc:80", reg.Data[f.ns+".shop"], "our entry is written after AlreadyExists")
 	assert.Equal(t, "http://app.other.svc:80", reg.Data["other.app"], "the other WebApp's entry survives")
+	assert.Equal(t, "shard", reg.Labels[controller.RegistryLabel], "the shard is labelled")
 }
 
 // withWatch adapts a manager's client (no Watch) to the interceptor.

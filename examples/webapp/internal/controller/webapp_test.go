@@ -21,6 +21,7 @@ import (
 	"k8s.io/pod-security-admission/policy"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -78,7 +79,7 @@ func newFixture(t *testing.T, spec webappv2.WebAppSpec) *fixture {
 // useClient rebuilds the reconciler on c.
 func (f *fixture) useClient(c *reconcilertest.Client) {
 	f.t.Helper()
-	r, err := controller.New(nil, reconciler.Options[*webappv2.WebApp]{Client: c, APIReader: f.m.APIReader, Scheme: env.Scheme}, f.ns)
+	r, err := controller.New(nil, reconciler.Options[*webappv2.WebApp]{Client: c, APIReader: f.m.APIReader, Scheme: env.Scheme}, f.ns, f.m.Client)
 	require.NoError(f.t, err)
 	f.c, f.r = c, r
 }
@@ -94,7 +95,7 @@ func (f *fixture) reconcile() {
 }
 
 // sync waits until the cache holds the apiserver's current WebApp,
-// Deployment and registry.
+// Deployment, registry shard and legacy registry.
 func (f *fixture) sync() {
 	f.t.Helper()
 	for _, o := range []struct {
@@ -103,7 +104,8 @@ func (f *fixture) sync() {
 	}{
 		{&webappv2.WebApp{}, f.req.NamespacedName},
 		{&appsv1.Deployment{}, f.req.NamespacedName},
-		{&corev1.ConfigMap{}, types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}},
+		{&corev1.ConfigMap{}, f.shard()},
+		{&corev1.ConfigMap{}, types.NamespacedName{Namespace: f.ns, Name: controller.LegacyRegistryName}},
 	} {
 		truth := o.obj.DeepCopyObject().(client.Object)
 		err := env.Client.Get(f.ctx, o.key, truth)
@@ -120,6 +122,11 @@ func (f *fixture) sync() {
 			return err == nil && cached.GetResourceVersion() == truth.GetResourceVersion()
 		}, 30*time.Second, 5*time.Millisecond, "the cache never caught up with %T %s", o.obj, o.key)
 	}
+}
+
+// shard is the registry shard that holds the WebApp's entry.
+func (f *fixture) shard() types.NamespacedName {
+	return types.NamespacedName{Namespace: f.ns, Name: controller.RegistryShard(f.ns, "shop")}
 }
 
 func (f *fixture) app() *webappv2.WebApp {
@@ -200,10 +207,12 @@ func TestLifecycle(t *testing.T) {
 	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))
 	assert.Equal(t, "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp", app.Status.Selector)
 
-	// The route registry has the WebApp's entry.
+	// The route registry has the WebApp's entry, in its shard, which is
+	// labelled for readers and for the operator's cache.
 	reg := &corev1.ConfigMap{}
-	require.NoError(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}, reg))
+	require.NoError(t, env.Client.Get(f.ctx, f.shard(), reg))
 	assert.Equal(t, "http://shop."+f.ns+".svc:80", reg.Data[f.ns+".shop"])
+	assert.Equal(t, map[string]string{controller.RegistryLabel: "shard", "app.kubernetes.io/managed-by": "webapp-operator"}, reg.Labels)
 
 	// Status follows the Deployment.
 	f.rollOut(2)
@@ -252,7 +261,7 @@ func TestLifecycle(t *testing.T) {
 	// Delete: cleanup removes the registry entry, then the finalizer.
 	require.NoError(t, env.Client.Delete(f.ctx, f.app()))
 	f.reconcile()
-	require.NoError(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: controller.RegistryName}, reg))
+	require.NoError(t, env.Client.Get(f.ctx, f.shard(), reg))
 	assert.NotContains(t, reg.Data, f.ns+".shop")
 	err = env.Client.Get(f.ctx, f.req.NamespacedName, &webappv2.WebApp{})
 	assert.True(t, apierrors.IsNotFound(err), "WebApp gone after cleanup: %v", err)
@@ -268,20 +277,47 @@ func TestDefaultsWithoutWebhook(t *testing.T) {
 	assert.Equal(t, "256Mi", res.Limits.Memory().String())
 }
 
-// TestDatabaseAppearing runs the controller under a manager: a WebApp whose
-// database Service is missing waits with DatabaseReady=False, and becomes
-// Ready as soon as the Service is created, with no other change (the
-// Service watch, not polling).
-func TestDatabaseAppearing(t *testing.T) {
-	testenv.Require(t)
+// startOperator runs the controller as main.go does: a manager whose cache
+// is built with controller.CacheOptions (label-scoped Deployments,
+// Services and registry ConfigMaps, the registry in ns), Setup's second,
+// metadata-only cache for the database Services, and the route registry in
+// ns. It returns once the caches have synced; the manager stops with the
+// test.
+func startOperator(t *testing.T, ns string) ctrl.Manager {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ns := env.Namespace(t)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      controller.CacheOptions(ns),
+		Controller: config.Controller{SkipNameValidation: new(true)},
+	})
 	require.NoError(t, err)
 	_, err = controller.Setup(mgr, ns)
 	require.NoError(t, err)
-	go func() { _ = mgr.Start(ctx) }()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer syncCancel()
+	require.True(t, mgr.GetCache().WaitForCacheSync(syncCtx), "the manager's cache never synced")
+	return mgr
+}
+
+// TestDatabaseAppearing runs the controller under a manager configured as
+// main.go configures it: a WebApp whose database Service is missing waits
+// with DatabaseReady=False, and becomes Ready as soon as the Service is
+// created, with no other change (the metadata-only Service watch, not
+// polling). The database Service, which the operator does not own, is
+// never in the manager's typed cache; the WebApp's own Service is.
+func TestDatabaseAppearing(t *testing.T) {
+	testenv.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	mgr := startOperator(t, ns)
 
 	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns},
 		Spec: webappv2.WebAppSpec{Image: "web:1", Database: webappv2.DatabaseReference{ServiceName: "orders-db"}}}
@@ -297,7 +333,7 @@ func TestDatabaseAppearing(t *testing.T) {
 	assert.Equal(t, "DatabaseNotFound", db.Reason)
 	assert.Contains(t, db.Message, `"orders-db"`)
 	assert.Contains(t, app.Status.Message, `database Service "orders-db" not found`)
-	err = env.Client.Get(ctx, key, &appsv1.Deployment{})
+	err := env.Client.Get(ctx, key, &appsv1.Deployment{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing is deployed before the database exists")
 
 	require.NoError(t, env.Client.Create(ctx, &corev1.Service{
@@ -307,6 +343,18 @@ func TestDatabaseAppearing(t *testing.T) {
 	d := &appsv1.Deployment{}
 	require.Eventually(t, func() bool { return env.Client.Get(ctx, key, d) == nil }, 30*time.Second, 100*time.Millisecond)
 	assert.Equal(t, []corev1.EnvVar{{Name: "DATABASE_HOST", Value: "orders-db." + ns + ".svc"}}, d.Spec.Template.Spec.Containers[0].Env)
+
+	// Memory: the typed cache holds the WebApp's own Service (labelled
+	// managed-by) and not the database Service, nor any other Service.
+	require.Eventually(t, func() bool {
+		return mgr.GetClient().Get(ctx, key, &corev1.Service{}) == nil
+	}, 30*time.Second, 100*time.Millisecond, "the WebApp's Service never reached the typed cache")
+	var typed corev1.ServiceList
+	require.NoError(t, mgr.GetClient().List(ctx, &typed, client.InNamespace(ns)))
+	require.Len(t, typed.Items, 1, "only the WebApp's own Service is in the typed cache")
+	assert.Equal(t, "shop", typed.Items[0].Name)
+	err = mgr.GetClient().Get(ctx, types.NamespacedName{Namespace: ns, Name: "orders-db"}, &corev1.Service{})
+	assert.True(t, apierrors.IsNotFound(err), "the unlabelled database Service is not in the typed cache: %v", err)
 
 	// Play the Deployment controller; the WebApp becomes Ready.
 	d.Status = rolledOut(d, 1)

@@ -1,0 +1,4 @@
+package controller
+
+// NewDatabaseCache exposes the database Service cache to the tests.
+var NewDatabaseCache = newDatabaseCache

@@ -1,0 +1,160 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
+
+	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
+)
+
+// TestServiceCacheMemory measures what Services the operator does not own
+// cost its caches. Before: one typed informer of every Service in the
+// cluster (Owns and the database watch shared it), managedFields
+// stripped. After: the typed Service informer selects the managed-by
+// label (controller.CacheOptions), and the database watch's metadata-only
+// cache keeps each Service's name, namespace, UID and version. The heap is
+// read after a GC with the caches synced, minus the heap before they
+// started. WEBAPP_MEMORY_SERVICES sets the number of unrelated Services
+// (default 1000; the figures in the docs are from 5000).
+func TestServiceCacheMemory(t *testing.T) {
+	testenv.Require(t)
+	n := 1000
+	if v := os.Getenv("WEBAPP_MEMORY_SERVICES"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	createServices(t, ns, n)
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	require.NoError(t, err)
+	newCache := func(opts cache.Options) cache.Cache {
+		opts.Scheme, opts.Mapper, opts.HTTPClient = env.Scheme, mgr.GetRESTMapper(), mgr.GetHTTPClient()
+		c, err := cache.New(env.Config, opts)
+		require.NoError(t, err)
+		return c
+	}
+	// heapGrowth starts the caches, waits until each holds want Services
+	// of ns, and returns how much the live heap grew.
+	heapGrowth := func(caches ...watched) uint64 {
+		base := liveHeap()
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		for _, w := range caches {
+			wg.Go(func() { _ = w.cache.Start(runCtx) })
+		}
+		for _, w := range caches {
+			require.Eventually(t, func() bool {
+				list := w.list()
+				return w.cache.List(ctx, list, client.InNamespace(ns)) == nil && metaLen(list) == w.want
+			}, 60*time.Second, 100*time.Millisecond)
+		}
+		grown := liveHeap() - base
+		runtime.KeepAlive(caches)
+		return grown
+	}
+
+	before := newCache(cache.Options{DefaultTransform: cache.TransformStripManagedFields()})
+	_, err = before.GetInformer(ctx, &corev1.Service{})
+	require.NoError(t, err)
+	old := heapGrowth(watched{before, services, n})
+	before = nil
+
+	typed := newCache(controller.CacheOptions(ns))
+	_, err = typed.GetInformer(ctx, &corev1.Service{})
+	require.NoError(t, err)
+	databases, err := controller.NewDatabaseCache(mgr)
+	require.NoError(t, err)
+	metadata := func() client.ObjectList {
+		return &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceList"}}
+	}
+	now := heapGrowth(watched{typed, services, 0}, watched{databases.Cache, metadata, n})
+
+	t.Logf("%d unrelated Services: caches grew %d KiB before (%d bytes a Service), %d KiB after (%d bytes a Service): %.1f%%",
+		n, old>>10, old/uint64(n), now>>10, now/uint64(n), 100*float64(now)/float64(old))
+	assert.Less(t, now, old/3, "unrelated Services cost the caches less than a third of what they did")
+}
+
+// watched is a cache and how many Services of the test's namespace it
+// holds once synced.
+type watched struct {
+	cache cache.Cache
+	list  func() client.ObjectList
+	want  int
+}
+
+func services() client.ObjectList { return &corev1.ServiceList{} }
+
+// createServices creates n headless Services (envtest's Service CIDR has
+// 254 addresses) in ns, as a team's unrelated workloads would have them.
+func createServices(t *testing.T, ns string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				name := fmt.Sprintf("unrelated-%05d", i)
+				errs <- env.Client.Create(ctx, &corev1.Service{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+						Labels: map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "storefront"}},
+					Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app.kubernetes.io/name": name},
+						Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+				})
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+func metaLen(l client.ObjectList) int {
+	switch l := l.(type) {
+	case *corev1.ServiceList:
+		return len(l.Items)
+	case *metav1.PartialObjectMetadataList:
+		return len(l.Items)
+	}
+	return -1
+}
+
+// liveHeap is the heap in use after a full collection.
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	for range 2 {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
