@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -42,9 +44,11 @@ import (
 const webappCRD = "webapps.apps.example.com"
 
 // Storage version migration (internal/storageversion): it reads the WebApp
-// CRD (get, granted in certs.go, by name), patches every WebApp unchanged
-// (list and patch, granted for the controller) and finally patches the
-// CRD's status.storedVersions, limited by name to this one CRD.
+// CRD (get, by name; certs.go adds list, watch and update for the
+// Rotator), patches every WebApp unchanged (list and patch, granted for
+// the controller) and finally patches the CRD's status.storedVersions,
+// limited by name to this one CRD.
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get,resourceNames=webapps.apps.example.com
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=patch,resourceNames=webapps.apps.example.com
 
 func main() {
@@ -152,8 +156,21 @@ func run() error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
-	if _, err := controller.Setup(mgr, f.namespace); err != nil {
-		return fmt.Errorf("setting up the WebApp controller: %w", err)
+	// The controller is set up once this replica leads, not before the
+	// manager starts. Its WebApp informer lists v2, which needs the
+	// conversion webhook while WebApps stored as v1 remain (right after
+	// the upgrade to v2), and that webhook needs this process's serving
+	// certificate (the Rotator's serving loop) and, after the new CRD was
+	// applied, the caBundle the Rotator's leader injects. An informer
+	// created before Start holds the manager in its cache sync, before
+	// either of them runs: the operator would never start.
+	if err := mgr.Add(manager.RunnableFunc(func(context.Context) error {
+		if _, err := controller.Setup(mgr, f.namespace); err != nil {
+			return fmt.Errorf("setting up the WebApp controller: %w", err)
+		}
+		return nil
+	})); err != nil {
+		return err
 	}
 	if f.enableWebhooks {
 		if err := webappwebhook.Setup(mgr); err != nil {
