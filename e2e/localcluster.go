@@ -20,6 +20,8 @@ import (
 // drives hack/cluster.sh, so the suite and `make cluster-up` share one
 // definition of the local cluster (pinned binaries, loopback only, isolated
 // kwokctl work dir, one simulated node, readiness waits, leftover cleanup).
+// Unlike `make cluster-up`, it runs metrics-server (KWOK_METRICS_SERVER=1)
+// unless KWOK_METRICS_SERVER is set otherwise.
 //
 // e2e-framework's own support/kwok is not used: it `go install`s an old
 // kwokctl when the given one is missing, lets kwokctl write ~/.kube/config,
@@ -59,6 +61,12 @@ func (c *localCluster) run(ctx context.Context, args ...string) (string, error) 
 	var stdout bytes.Buffer
 	cmd := exec.CommandContext(ctx, "bash", append([]string{c.script}, args...)...)
 	cmd.Env = append(os.Environ(), "CLUSTER_NAME="+c.name, "TOOLS_BIN="+c.toolsBin)
+	if os.Getenv("KWOK_METRICS_SERVER") == "" {
+		// The suite's cluster runs metrics-server (the autoscaling
+		// assessment needs it; about 2s more to start and some 70 MB);
+		// KWOK_METRICS_SERVER=0 turns it off.
+		cmd.Env = append(cmd.Env, "KWOK_METRICS_SERVER=1")
+	}
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return stdout.String(), fmt.Errorf("hack/cluster.sh %v (CLUSTER_NAME=%s): %w", args, c.name, err)

@@ -25,6 +25,22 @@
 #   CLUSTER_WAIT          how long to wait for readiness (default: 180s)
 #   KUBE_APISERVER_PORT   fixed apiserver port (default: a free port kwokctl picks)
 #   TOOLS_BIN             directory with the binaries (default: last line of hack/tools.sh)
+#   KWOK_METRICS_SERVER   1: also run metrics-server (from hack/metricsserver), so
+#                         `kubectl top` and HorizontalPodAutoscalers work; see below
+#
+# With KWOK_METRICS_SERVER=1, kwokctl runs metrics-server as one more local
+# process and kwok serves each node's resource metrics on its own loopback
+# port, computed from kwok.x-k8s.io ClusterResourceUsage objects (the CRD is
+# enabled: create one whose selector matches your pods to give them CPU and
+# memory; a pod no ClusterResourceUsage matches has no metrics). The node is
+# created with InternalIP 127.0.0.1, and metrics-server scrapes only nodes
+# labelled reconcilekit.dev/metrics-scrape=loopback-verified: `up` sets that
+# label only after checking that every address of the node is 127.0.0.1 and
+# that its kubelet port is kwok's, and fails otherwise. So metrics-server
+# never contacts anything but kwok on 127.0.0.1, and no pod or Service IP.
+# kwok gives any other node it initializes InternalIP 127.0.0.1 as well.
+# The controller manager syncs HorizontalPodAutoscalers every 5s instead of
+# 15s and metrics-server keeps a 10s resolution (its minimum) instead of 60s.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,7 +80,11 @@ resolve_tools() {
 		}
 	fi
 	local tool missing=()
-	for tool in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl; do
+	local tools=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
+	if metrics_server; then
+		tools+=(metrics-server)
+	fi
+	for tool in "${tools[@]}"; do
 		[[ -x "$bin/$tool" ]] || missing+=("$tool")
 	done
 	if ((${#missing[@]})); then
@@ -81,6 +101,13 @@ resolve_tools() {
 	export KWOK_CONTROLLER_BINARY=$bin/kwok
 	export KWOK_KUBECTL_BINARY=$bin/kubectl
 }
+
+metrics_server() { [[ "${KWOK_METRICS_SERVER:-}" == 1 ]]; }
+
+# The label metrics-server selects nodes by (--node-selector); `up` sets it on
+# a node only after verify_node_loopback passed.
+scrape_label=reconcilekit.dev/metrics-scrape
+scrape_value=loopback-verified
 
 kwokctl() { "$bin/kwokctl" --name "$name" "$@" >&2; }
 # --cache-dir keeps kubectl's discovery cache out of ~/.kube as well.
@@ -115,16 +142,47 @@ cmd_up() {
 		# The Service IP range is a /16: kube-apiserver's default /24 runs out
 		# after some 250 Services (make bench creates one per WebApp).
 		local config=$cluster_dir/$name.kwokctl.yaml
+		local ms_options="" ms_patches=""
+		if metrics_server; then
+			# kwokctl adds kwok's resource metrics (kwok.x-k8s.io Metric
+			# /metrics/nodes/{nodeName}/metrics/resource) to the kwok
+			# controller and registers metrics-server's APIService from
+			# the local manifests (nothing is downloaded).
+			ms_options="
+  enableMetricsServer: true
+  metricsServerBinary: $bin/metrics-server
+  metricsServerManifests:
+  - $repo/hack/metricsserver/manifests
+  enableCRDs:
+  - ClusterResourceUsage"
+			ms_patches="
+- name: metrics-server
+  extraArgs:
+  - key: node-selector
+    value: $scrape_label=$scrape_value
+  - key: metric-resolution
+    value: 10s
+  - key: kubelet-request-timeout
+    value: 5s
+- name: kube-controller-manager
+  extraArgs:
+  - key: horizontal-pod-autoscaler-sync-period
+    value: 5s
+- name: kwok-controller
+  extraArgs:
+  - key: node-ip
+    value: 127.0.0.1"
+		fi
 		cat >"$config" <<-EOF
 			apiVersion: config.kwok.x-k8s.io/v1alpha1
 			kind: KwokctlConfiguration
 			options:
-			  bindAddress: 127.0.0.1
+			  bindAddress: 127.0.0.1$ms_options
 			componentsPatches:
 			- name: kube-apiserver
 			  extraArgs:
 			  - key: service-cluster-ip-range
-			    value: 10.0.0.0/16
+			    value: 10.0.0.0/16$ms_patches
 		EOF
 		local args=(
 			create cluster
@@ -150,12 +208,51 @@ cmd_up() {
 
 	# One simulated node; kwok's default stages make it and its pods Ready.
 	# `scale` converges to the given count, so a rerun does not add nodes.
-	kwokctl scale node --replicas 1
+	if metrics_server; then
+		# Its only InternalIP is 127.0.0.1 (kwokctl's default is 192.0.2.1):
+		# metrics-server scrapes the node's InternalIP at its kubelet port,
+		# which kwok sets to its own.
+		kwokctl scale node --replicas 1 --param '.nodeIPs=["127.0.0.1"]'
+	else
+		kwokctl scale node --replicas 1
+	fi
 	kubectl wait --for=condition=Ready node --all --timeout="$wait_for" >&2
 	kubectl wait --for=create serviceaccount/default --namespace default --timeout="$wait_for" >&2
+	if metrics_server; then
+		verify_node_loopback || die "metrics-server may only scrape 127.0.0.1: the nodes above are not labelled $scrape_label, so it does not scrape them (delete the cluster with: $0 down)"
+		# metrics-server serves the API at once; a pod's CPU shows up
+		# after two scrapes of its node, 10s apart.
+		kubectl wait --for=condition=Available apiservice/v1beta1.metrics.k8s.io --timeout="$wait_for" >&2
+	fi
 
 	say "cluster $name is ready after $((SECONDS - start))s: $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 	echo "$kubeconfig"
+}
+
+# verify_node_loopback checks every node before metrics-server may scrape it,
+# and labels the nodes that pass for metrics-server's --node-selector:
+# each address of type InternalIP or ExternalIP must be 127.0.0.1, there must
+# be an InternalIP (metrics-server prefers it), and the kubelet port must be
+# the port of this cluster's kwok controller, which listens on 127.0.0.1.
+verify_node_loopback() {
+	local kwok_port
+	kwok_port=$(awk '$1 == "kwokControllerPort:" {print $2}' "$workdir/kwok.yaml")
+	[[ -n "$kwok_port" ]] || {
+		say "error: no kwokControllerPort in $workdir/kwok.yaml"
+		return 1
+	}
+	local ok=0 node internal bad port
+	while read -r node internal bad port; do
+		if [[ "$internal" != 127.0.0.1 || "$bad" != - || "$port" != "$kwok_port" ]]; then
+			say "error: node $node: InternalIP ${internal}, other non-loopback addresses ${bad%,}, kubelet port ${port:-<none>} (want InternalIP 127.0.0.1 only and port $kwok_port, kwok's); removing its $scrape_label label"
+			kubectl label node "$node" "$scrape_label-" >&2 || true
+			ok=1
+		else
+			kubectl label node "$node" --overwrite "$scrape_label=$scrape_value" >&2
+		fi
+	done < <(kubectl get nodes -o go-template='{{range .items}}{{.metadata.name}} {{$i := ""}}{{range .status.addresses}}{{if and (eq .type "InternalIP") (eq $i "")}}{{$i = .address}}{{end}}{{end}}{{or $i "-"}} {{$b := ""}}{{range .status.addresses}}{{if or (eq .type "InternalIP") (eq .type "ExternalIP")}}{{if ne .address "127.0.0.1"}}{{$b = printf "%s%s," $b .address}}{{end}}{{end}}{{end}}{{or $b "-"}} {{.status.daemonEndpoints.kubeletEndpoint.Port}}{{"\n"}}{{end}}')
+	((ok == 0)) && say "every node's addresses are 127.0.0.1 and its kubelet port is kwok's ($kwok_port)"
+	return $ok
 }
 
 cmd_down() {
