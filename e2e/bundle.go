@@ -19,18 +19,21 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -246,6 +249,78 @@ func (b *olmBundle) otherManifests(namespace string, namespaced func(*unstructur
 // webhookdefinitions (install.ServiceName): <deployment>-service, with the
 // dots of the Deployment's name replaced (WebhookDescription.DomainName).
 func olmServiceName(d v1alpha1.WebhookDescription) string { return d.DomainName() + "-service" }
+
+// olmServicePort is the Service port OLM opens for a webhookdefinition:
+// named and numbered after containerPort (default 443), to targetPort
+// (default: containerPort).
+func olmServicePort(d v1alpha1.WebhookDescription) corev1.ServicePort {
+	port := int32(443)
+	if d.ContainerPort > 0 {
+		port = d.ContainerPort
+	}
+	p := corev1.ServicePort{Name: strconv.Itoa(int(port)), Port: port, TargetPort: intstr.FromInt32(port)}
+	if d.TargetPort != nil {
+		p.TargetPort = *d.TargetPort
+	}
+	return p
+}
+
+// olmDeployment returns what OLM creates for a Deployment with
+// webhookdefinitions (StrategyDeploymentInstaller.installCertRequirements):
+// the Service <deployment>-service with a port per definition, selecting
+// the Deployment's pods; the Secret <service>-cert holding cert's serving
+// pair; and the Deployment from the install strategy, with that Secret
+// mounted in every container at /apiserver.local.config/certificates
+// (apiserver.crt, apiserver.key) and at olmWebhookCertDir (tls.crt,
+// tls.key), as OLM mounts them.
+func (b *olmBundle) olmDeployment(ds v1alpha1.StrategyDeploymentSpec, namespace string, cert *olmCertificate) []client.Object {
+	labels := b.ownerLabels(namespace)
+	service := ds.Name + "-service"
+	var ports []corev1.ServicePort
+	for _, d := range b.csv.Spec.WebhookDefinitions {
+		if p := olmServicePort(d); d.DeploymentName == ds.Name && !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	secret := &corev1.Secret{
+		TypeMeta:   typeMeta("v1", "Secret"),
+		ObjectMeta: metav1.ObjectMeta{Name: service + "-cert", Namespace: namespace, Labels: labels},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{"tls.crt": cert.certPEM, "tls.key": cert.keyPEM},
+	}
+	svc := &corev1.Service{
+		TypeMeta:   typeMeta("v1", "Service"),
+		ObjectMeta: metav1.ObjectMeta{Name: service, Namespace: namespace, Labels: labels},
+		Spec:       corev1.ServiceSpec{Ports: ports, Selector: ds.Spec.Selector.MatchLabels},
+	}
+	spec := ds.Spec.DeepCopy()
+	pod := &spec.Template.Spec
+	for _, v := range []struct{ name, path, crt, key string }{
+		{"apiservice-cert", "/apiserver.local.config/certificates", "apiserver.crt", "apiserver.key"},
+		{"webhook-cert", olmWebhookCertDir, "tls.crt", "tls.key"},
+	} {
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: v.name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: secret.Name,
+			Items:      []corev1.KeyToPath{{Key: "tls.crt", Path: v.crt}, {Key: "tls.key", Path: v.key}},
+		}}})
+		for i := range pod.Containers {
+			pod.Containers[i].VolumeMounts = append(pod.Containers[i].VolumeMounts, corev1.VolumeMount{Name: v.name, MountPath: v.path})
+		}
+	}
+	depLabels := map[string]string{}
+	for k, v := range ds.Label {
+		depLabels[k] = v
+	}
+	for k, v := range labels {
+		depLabels[k] = v
+	}
+	dep := &appsv1.Deployment{
+		TypeMeta:   typeMeta("apps/v1", "Deployment"),
+		ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: namespace, Labels: depLabels},
+		Spec:       *spec,
+	}
+	return []client.Object{secret, svc, dep}
+}
 
 // webhookEndpoint says where the apiserver sends a webhookdefinition's
 // requests: nil for OLM's own choice (the Service), or a URL.

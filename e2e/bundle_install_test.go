@@ -79,19 +79,7 @@ func TestBundleInstall(t *testing.T) {
 		t.Skipf("needs the kwok provider with host-process operators (here %s, %s)", harness.opts.Provider, operator.mode)
 	}
 	bi := &bundleInstall{namespace: bundleNamespace}
-	step := func(f func(ctx context.Context, t *testing.T)) features.Func {
-		return func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			t.Helper()
-			if bi.broken {
-				t.Skip("an earlier step failed")
-			}
-			f(ctx, t)
-			if t.Failed() {
-				bi.broken = true
-			}
-			return ctx
-		}
-	}
+	step := bi.step
 	f := features.New("OLM bundle: installed from examples/webapp/bundle as OLM would, on a kwok cluster of its own").
 		WithLabel("area", "bundle").
 		Setup(step(bi.setup)).
@@ -104,10 +92,31 @@ func TestBundleInstall(t *testing.T) {
 	testenv.Test(t, f)
 }
 
-// bundleInstall is TestBundleInstall's state, step to step.
+// step runs f as a feature step, unless an earlier step failed.
+func (bi *bundleInstall) step(f func(ctx context.Context, t *testing.T)) features.Func {
+	return func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		t.Helper()
+		if bi.broken {
+			t.Skip("an earlier step failed")
+		}
+		bi.cfg = cfg
+		f(ctx, t)
+		if t.Failed() {
+			bi.broken = true
+		}
+		return ctx
+	}
+}
+
+// bundleInstall is the state of TestBundleInstall and
+// TestKindBundleInstall, step to step.
 type bundleInstall struct {
 	namespace string
 	broken    bool
+	cfg       *envconf.Config // the suite's
+	// onKind: the operator runs as the CSV's Deployment (TestKindBundleInstall),
+	// not as a host process (proc).
+	onKind bool
 	// featureT is the feature's t (Setup's): cleanups registered on it run
 	// when the feature ends, in reverse order.
 	featureT *testing.T
@@ -126,17 +135,8 @@ type bundleInstall struct {
 // setup loads the bundle and creates the bundle's kwok cluster.
 func (bi *bundleInstall) setup(ctx context.Context, t *testing.T) {
 	bi.featureT = t
+	bi.loadBundle(t)
 	var err error
-	bundleDir := filepath.Join(harness.opts.RepoRoot, "examples", "webapp", "bundle")
-	if dir := os.Getenv("E2E_BUNDLE_DIR"); dir != "" {
-		bundleDir = dir
-	}
-	if bi.bundle, err = loadBundle(bundleDir); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("bundle %s: CSV %s, %d CRDs, %d other manifests, %d webhookdefinitions",
-		bundleDir, bi.bundle.csv.Name, len(bi.bundle.crds), len(bi.bundle.others), len(bi.bundle.csv.Spec.WebhookDefinitions))
-
 	bi.workDir = filepath.Join(harness.opts.RepoRoot, ".cluster", harness.opts.ClusterName+"-bundle-operator")
 	if err := os.RemoveAll(bi.workDir); err != nil {
 		t.Fatal(err)
@@ -174,6 +174,31 @@ func (bi *bundleInstall) setup(ctx context.Context, t *testing.T) {
 	if bi.c, err = client.New(bi.admin, client.Options{Scheme: scheme.Scheme}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// loadBundle reads examples/webapp/bundle, or the bundle E2E_BUNDLE_DIR
+// names.
+func (bi *bundleInstall) loadBundle(t *testing.T) {
+	t.Helper()
+	bundleDir := filepath.Join(harness.opts.RepoRoot, "examples", "webapp", "bundle")
+	if dir := os.Getenv("E2E_BUNDLE_DIR"); dir != "" {
+		bundleDir = dir
+	}
+	var err error
+	if bi.bundle, err = loadBundle(bundleDir); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bundle %s: CSV %s, %d CRDs, %d other manifests, %d webhookdefinitions",
+		bundleDir, bi.bundle.csv.Name, len(bi.bundle.crds), len(bi.bundle.others), len(bi.bundle.csv.Spec.WebhookDefinitions))
+}
+
+// operatorLogs is the bundle operator's log so far (host process only).
+func (bi *bundleInstall) operatorLogs() string {
+	if bi.proc == nil {
+		return ""
+	}
+	logs, _ := bi.proc.logs()
+	return logs
 }
 
 // apply server-side applies o as OLM's emulation and remembers it for the
@@ -338,7 +363,12 @@ func (bi *bundleInstall) installWebhooks(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d webhook configurations; conversion webhook on %v", len(configs), converted)
+	bi.checkAdmission(ctx, t)
+}
 
+// checkAdmission: admission goes through the bundle's webhooks.
+func (bi *bundleInstall) checkAdmission(ctx context.Context, t *testing.T) {
+	b := bi.bundle
 	// Admission goes through the bundle's webhooks: the mutating one
 	// defaults an empty WebApp (a server-side dry run; the schema has no
 	// defaults for these fields), the validating one rejects what only it
@@ -427,13 +457,17 @@ func (bi *bundleInstall) examplesReady(ctx context.Context, t *testing.T) {
 			ok := w.Status.ObservedGeneration == w.Metadata.Generation &&
 				meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady) &&
 				meta.IsStatusConditionTrue(w.Status.Conditions, "Available")
-			logs, _ := bi.proc.logs()
-			return ok, fmt.Sprintf("generation %d observed %d conditions %v%s", w.Metadata.Generation, w.Status.ObservedGeneration, w.Status.Conditions, lastForbidden(logs)), nil
+			return ok, fmt.Sprintf("generation %d observed %d conditions %v%s", w.Metadata.Generation, w.Status.ObservedGeneration, w.Status.Conditions, lastForbidden(bi.operatorLogs())), nil
 		})
-		// The status is the bundle operator's writing (its process name
-		// is its field manager).
-		if ms := managers(got); !slices.Contains(ms, "webapp-operator-"+bundleOperatorName+"/status") {
-			t.Errorf("%s: status managers %v, want webapp-operator-%s/status", what, ms, bundleOperatorName)
+		// The status is the bundle operator's writing: its process name
+		// is its field manager (on kind, the image's /webapp-operator;
+		// the suite's operator is scaled to zero meanwhile).
+		manager := "webapp-operator-" + bundleOperatorName + "/status"
+		if bi.onKind {
+			manager = "webapp-operator/status"
+		}
+		if ms := managers(got); !slices.Contains(ms, manager) {
+			t.Errorf("%s: status managers %v, want %s", what, ms, manager)
 		}
 		var d appsv1.Deployment
 		eventually(ctx, t, convergeTimeout, fmt.Sprintf("%s: Deployment rolled out with %d replicas", what, want), func(ctx context.Context) (bool, string, error) {
@@ -455,13 +489,18 @@ func (bi *bundleInstall) examplesReady(ctx context.Context, t *testing.T) {
 		}
 		ready := 0
 		for _, p := range pods.Items {
-			var node corev1.Node
-			if err := bi.c.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, &node); err != nil {
-				t.Errorf("pod %s: node %q: %v", p.Name, p.Spec.NodeName, err)
-				continue
-			}
-			if _, kwok := node.Annotations["kwok.x-k8s.io/node"]; !kwok {
-				t.Errorf("pod %s runs on %s, not a kwok node", p.Name, node.Name)
+			if bi.onKind {
+				// Really running the web image, on the kind node.
+				requirePodRunning(t, &p, d.Spec.Template.Spec.Containers[0].Image)
+			} else {
+				var node corev1.Node
+				if err := bi.c.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, &node); err != nil {
+					t.Errorf("pod %s: node %q: %v", p.Name, p.Spec.NodeName, err)
+					continue
+				}
+				if _, kwok := node.Annotations["kwok.x-k8s.io/node"]; !kwok {
+					t.Errorf("pod %s runs on %s, not a kwok node", p.Name, node.Name)
+				}
 			}
 			for _, c := range p.Status.Conditions {
 				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
@@ -525,8 +564,10 @@ func (bi *bundleInstall) uninstall(ctx context.Context, t *testing.T) {
 			return false, fmt.Sprintf("finalizers %v", got.GetFinalizers()), err
 		})
 	}
-	if err := bi.proc.stop(); err != nil {
-		t.Fatal(err)
+	if bi.proc != nil {
+		if err := bi.proc.stop(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := len(bi.applied) - 1; i >= 0; i-- {
 		o := bi.applied[i]
@@ -577,4 +618,150 @@ func lastForbidden(logs string) string {
 		}
 	}
 	return ""
+}
+
+// TestKindBundleInstall is TestBundleInstall for real (`make test-kind`):
+// the CSV's Deployment runs as a Deployment, its pods started by
+// containerd on the kind node, with what OLM adds to it: the Service
+// <deployment>-service (443 to the webhook port), the Secret
+// <service>-cert with a serving certificate for that Service, mounted where
+// OLM mounts it (the CSV's --webhook-cert-dir; --webhook-cert-mode=external,
+// so the operator serves OLM's certificate and its own Rotator stays off),
+// and the webhook configurations and CRD conversion pointing at that
+// Service with the CA in caBundle. Every alm-examples object becomes Ready
+// with its pods Running the web image, and the uninstall leaves nothing.
+//
+// The one deviation: the image is the one the suite built from this
+// checkout and loaded into kind (E2E_OPERATOR_IMAGE, default
+// reconcilekit/webapp-operator:dev), not the CSV's, which no registry
+// serves here.
+//
+// It shares the suite's cluster, whose operator (config/default) would
+// reconcile the same WebApps and, with its Rotator, rewrite the CRD's
+// conversion caBundle: the feature scales it to zero and removes its
+// webhook configurations first, and restores both afterwards (re-applying
+// config/default, which also brings back the CRD and metrics-reader role
+// the uninstall removed), also after a failure.
+func TestKindBundleInstall(t *testing.T) {
+	requireKind(t)
+	bi := &bundleInstall{namespace: bundleNamespace, onKind: true}
+	step := bi.step
+	f := features.New("kind: the OLM bundle's Deployment, with OLM's Service, certificate and webhooks").
+		WithLabel("area", "kind").
+		Setup(step(bi.kindSetup)).
+		Assess("the CRDs, the install strategy's RBAC and the other manifests are accepted", step(bi.installManifests)).
+		Assess("the CSV's Deployment rolls out with OLM's certificate; webhooks through OLM's Service admit", step(bi.deployOnKind)).
+		Assess("every alm-examples object becomes Ready with its pods Running", step(bi.examplesReady)).
+		Assess("uninstall: the examples are finalized, then nothing of the bundle is left", step(bi.uninstall)).
+		Feature()
+	testenv.Test(t, f)
+}
+
+// kindSetup loads the bundle and pauses the suite's operator.
+func (bi *bundleInstall) kindSetup(ctx context.Context, t *testing.T) {
+	bi.featureT = t
+	bi.loadBundle(t)
+	bi.admin = bi.cfg.Client().RESTConfig()
+	var err error
+	if bi.c, err = client.New(bi.admin, client.Options{Scheme: scheme.Scheme}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := bi.cfg
+	t.Cleanup(func() {
+		// config/default as the suite installed it, taking back every
+		// field the bundle's install owned.
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		start := time.Now()
+		installed := filepath.Join(operator.workDir, "installed.yaml")
+		if _, err := harness.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", installed); err != nil {
+			t.Errorf("restoring the suite's operator: %v", err)
+			return
+		}
+		if _, err := harness.Kubectl(ctx, "rollout", "status", "-n", operatorNamespace, "deployment/"+operatorDeployment, "--timeout=5m"); err != nil {
+			t.Errorf("restoring the suite's operator: %v", err)
+			return
+		}
+		if err := operator.waitWebhookServing(ctx, cfg); err != nil {
+			t.Errorf("restoring the suite's operator: %v", err)
+		}
+		t.Logf("the suite's operator is back in %v", time.Since(start).Round(time.Second))
+	})
+	harness.MustKubectl(ctx, t, "scale", "-n", operatorNamespace, "deployment/"+operatorDeployment, "--replicas=0")
+	eventually(ctx, t, 2*time.Minute, "the suite's operator scaled to zero", func(ctx context.Context) (bool, string, error) {
+		var pods corev1.PodList
+		if err := bi.c.List(ctx, &pods, client.InNamespace(operatorNamespace), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
+			return false, "", err
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items)), nil
+	})
+	harness.MustKubectl(ctx, t, "delete", "--ignore-not-found", "mutatingwebhookconfiguration/"+mutatingWebhookConfig, "validatingwebhookconfiguration/"+validatingWebhookCfg)
+}
+
+// deployOnKind creates what OLM creates for the CSV's Deployment and its
+// webhooks, and waits for the rollout.
+func (bi *bundleInstall) deployOnKind(ctx context.Context, t *testing.T) {
+	b := bi.bundle
+	ds, err := b.deployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	container, err := managerContainer(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := ds.Name + "-service"
+	if bi.cert, err = newOLMCertificate([]string{service + "." + bi.namespace, service + "." + bi.namespace + ".svc"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range b.olmDeployment(ds, bi.namespace, bi.cert) {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			for i := range d.Spec.Template.Spec.Containers {
+				if c := &d.Spec.Template.Spec.Containers[i]; c.Name == container.Name {
+					t.Logf("container %s: image %s instead of the CSV's %s (kind cannot pull it); args %v", c.Name, operator.image, c.Image, c.Args)
+					c.Image = operator.image
+				}
+			}
+		}
+		bi.apply(ctx, t, o)
+	}
+	var d appsv1.Deployment
+	eventually(ctx, t, 3*time.Minute, "the CSV's Deployment rolled out", func(ctx context.Context) (bool, string, error) {
+		if err := bi.c.Get(ctx, client.ObjectKey{Namespace: bi.namespace, Name: ds.Name}, &d); err != nil {
+			return false, "", err
+		}
+		want := int32(1)
+		if ds.Spec.Replicas != nil {
+			want = *ds.Spec.Replicas
+		}
+		return deploymentRolledOut(&d, want), describeDeployment(&d), nil
+	})
+	pods := listPods(ctx, t, bi.cfg, bi.namespace, labels.SelectorFromSet(ds.Spec.Selector.MatchLabels).String())
+	for _, p := range pods {
+		requirePodRunning(t, &p, operator.image)
+	}
+	eventually(ctx, t, time.Minute, "one of the CSV Deployment's pods leads (Lease in "+bi.namespace+")", func(ctx context.Context) (bool, string, error) {
+		var l coordinationv1.Lease
+		if err := bi.c.Get(ctx, client.ObjectKey{Namespace: bi.namespace, Name: leaseName}, &l); err != nil {
+			return false, "", err
+		}
+		holder := ptrString(l.Spec.HolderIdentity)
+		return slices.ContainsFunc(pods, func(p corev1.Pod) bool { return holdsLease(holder, p.Name) }), "holder " + holder, nil
+	})
+
+	// OLM's own: every webhook through the Service, with its CA.
+	service0 := func(v1alpha1.WebhookDescription) *string { return nil }
+	configs, err := b.webhookConfigurations(bi.namespace, bi.cert.caPEM, service0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range configs {
+		bi.apply(ctx, t, o)
+	}
+	converted, err := b.setConversion(ctx, bi.c, bi.namespace, bi.cert.caPEM, service0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d webhook configurations; conversion webhook on %v", len(configs), converted)
+	bi.checkAdmission(ctx, t)
 }
