@@ -37,9 +37,9 @@ const labelManaged = "app.kubernetes.io/managed-by"
 //   - exactly one Deployment and one Service per WebApp, controlled by it;
 //     none whose owner is gone (orphaned);
 //   - the route registry holds exactly the live WebApps' entries of the
-//     namespace, each with the right address (a WebApp waiting for its
-//     database has not reached the register step: its entry is not
-//     checked);
+//     namespace, each with the right address, once, in its own shard (a
+//     WebApp waiting for its database has not reached the register step:
+//     its entry is not checked);
 //   - no update the user made was lost: the spec fields the workload set
 //     (image, replicas, dbRef) are in the Deployment;
 //   - no object was written by two leaders at once (see leaderLog).
@@ -80,10 +80,9 @@ func (iv *invariants) check(ctx context.Context) (violations []string, converged
 	if err := iv.c.List(ctx, &services, client.InNamespace(iv.ns)); err != nil {
 		return nil, nil, fmt.Errorf("listing Services in %s: %w", iv.ns, err)
 	}
-	var registry corev1.ConfigMap
-	err = iv.c.Get(ctx, types.NamespacedName{Namespace: iv.registryNS, Name: registryName}, &registry)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("reading the route registry: %w", err)
+	registry, err := readRegistry(ctx, iv.c, iv.registryNS)
+	if err != nil {
+		return nil, nil, err
 	}
 
 	bad := map[string][]string{} // app ("" for the namespace) -> violations
@@ -138,13 +137,17 @@ func (iv *invariants) check(ctx context.Context) (violations []string, converged
 	svcs := owned("Service", ptrs(services.Items))
 
 	prefix := iv.ns + "."
-	for key, value := range registry.Data {
+	for key, entries := range registry {
 		name, ok := strings.CutPrefix(key, prefix)
 		if !ok {
 			continue // another namespace's entry
 		}
-		if m, known := iv.model[name]; !known || m.Deleted {
-			add(name, "the route registry still holds %s=%s for a WebApp that does not exist", key, value)
+		for _, e := range entries {
+			if m, known := iv.model[name]; !known || m.Deleted {
+				add(name, "the route registry (%s) still holds %s=%s for a WebApp that does not exist", e.configMap, key, e.value)
+			} else if shard := registryShard(iv.ns, name); e.configMap != shard {
+				add(name, "the route registry holds %s=%s in %s, not in its shard %s", key, e.value, e.configMap, shard)
+			}
 		}
 	}
 	for name, w := range live {
@@ -154,7 +157,7 @@ func (iv *invariants) check(ctx context.Context) (violations []string, converged
 		}
 		_, notReady := expectedNotReady(m)
 		key, want := prefix+name, fmt.Sprintf("http://%s.%s.svc:80", name, iv.ns)
-		if got := registry.Data[key]; !notReady && got != want {
+		if got := registry.value(key, registryShard(iv.ns, name)); !notReady && got != want {
 			// A WebApp waiting for its database is not checked: its pass
 			// stops at the database step, before the register step, so
 			// its entry is whatever it was when it started to wait.
@@ -305,4 +308,45 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	}
 	rank := int(float64(len(sorted))*p/100+0.999999) - 1
 	return sorted[max(0, min(rank, len(sorted)-1))]
+}
+
+// registryEntry is one key of the route registry: its value and the
+// ConfigMap that holds it.
+type registryEntry struct{ configMap, value string }
+
+// routeRegistry is every key of the route registry's ConfigMaps.
+type routeRegistry map[string][]registryEntry
+
+// value is key's value in the ConfigMap shard ("" when it has none).
+func (r routeRegistry) value(key, shard string) string {
+	for _, e := range r[key] {
+		if e.configMap == shard {
+			return e.value
+		}
+	}
+	return ""
+}
+
+// readRegistry reads the route registry's shards (labelled registryLabel)
+// and the legacy single ConfigMap, if an earlier version left one, in ns.
+func readRegistry(ctx context.Context, c client.Client, ns string) (routeRegistry, error) {
+	var shards corev1.ConfigMapList
+	if err := c.List(ctx, &shards, client.InNamespace(ns), client.MatchingLabels{registryLabel: "shard"}); err != nil {
+		return nil, fmt.Errorf("listing the route registry's shards: %w", err)
+	}
+	cms := shards.Items
+	var legacy corev1.ConfigMap
+	switch err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: legacyRegistryName}, &legacy); {
+	case err == nil:
+		cms = append(cms, legacy)
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading the legacy route registry: %w", err)
+	}
+	r := routeRegistry{}
+	for _, cm := range cms {
+		for key, value := range cm.Data {
+			r[key] = append(r[key], registryEntry{configMap: cm.Name, value: value})
+		}
+	}
+	return r, nil
 }

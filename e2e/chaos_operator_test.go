@@ -223,6 +223,6 @@ func setRegistryEntry(ctx context.Context, sc *scenario, app string, value *stri
 	if err != nil {
 		return
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: registryName, Namespace: operatorNamespace}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: registryShard(sc.ns, app), Namespace: operatorNamespace}}
 	_ = sc.c.Patch(ctx, cm, rawMergePatch(string(patch)), client.FieldOwner("chaos-writer"))
 }

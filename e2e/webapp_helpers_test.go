@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"slices"
 	"sort"
@@ -33,13 +34,37 @@ import (
 // package is internal to examples/webapp, so they are repeated here.
 const (
 	webappFinalizer = "apps.example.com/cleanup"
-	registryName    = "webapp-registry"
 	labelInstance   = "app.kubernetes.io/instance"
+	// The route registry: 16 ConfigMap shards in the operator's
+	// namespace, labelled registryLabel=shard (controller.RegistryShard);
+	// legacyRegistryName is the single ConfigMap of earlier versions,
+	// which the operator empties and deletes.
+	registryShards     = 16
+	registryLabel      = "apps.example.com/route-registry"
+	legacyRegistryName = "webapp-registry"
 	// conditionReady and conditionReconciling are the kstatus conditions
 	// every reconcilekit reconciler maintains.
 	conditionReady       = "Ready"
 	conditionReconciling = "Reconciling"
 )
+
+// registryShard is the registry ConfigMap that holds the entry of the
+// WebApp ns/name: fnv-32a of "<ns>/<name>" modulo registryShards, as the
+// operator's controller.RegistryShard computes it.
+func registryShard(ns, name string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(ns + "/" + name))
+	return fmt.Sprintf("webapp-registry-%02d", h.Sum32()%registryShards)
+}
+
+// registryShardNames lists the shards' names, comma-separated.
+func registryShardNames() string {
+	names := make([]string, registryShards)
+	for i := range names {
+		names[i] = fmt.Sprintf("webapp-registry-%02d", i)
+	}
+	return strings.Join(names, ",")
+}
 
 // Deadlines: the kwok node makes pods Ready at once, so everything here
 // converges within seconds; the deadlines only bound a broken run.

@@ -369,16 +369,20 @@ func webAppStates(ow *objectWatch) []webAppState {
 	return out
 }
 
-// requireRegistryEntry checks the route registry ConfigMap for the key
-// "<ns>.<name>" (and its value when present), waiting for it to appear or
-// go.
+// requireRegistryEntry checks the WebApp's route registry shard for the
+// key "<ns>.<name>" (and its value when present), waiting for it to appear
+// or go.
 func requireRegistryEntry(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name string, present bool) {
 	t.Helper()
 	key := ns + "." + name
 	want := fmt.Sprintf("http://%s.%s.svc:80", name, ns)
-	eventually(ctx, t, convergeTimeout, fmt.Sprintf("registry %s/%s has key %s: %t", operatorNamespace, registryName, key, present), func(ctx context.Context) (bool, string, error) {
+	shard := registryShard(ns, name)
+	eventually(ctx, t, convergeTimeout, fmt.Sprintf("registry %s/%s has key %s: %t", operatorNamespace, shard, key, present), func(ctx context.Context) (bool, string, error) {
 		var cm corev1.ConfigMap
-		if err := cfg.Client().Resources().Get(ctx, registryName, operatorNamespace, &cm); err != nil {
+		if err := cfg.Client().Resources().Get(ctx, shard, operatorNamespace, &cm); err != nil {
+			if apierrors.IsNotFound(err) && !present {
+				return true, "no shard", nil
+			}
 			return false, "", err
 		}
 		got, ok := cm.Data[key]

@@ -78,11 +78,12 @@ const (
 //     registry create with POST.)
 //   - Deployments, Services, WebApps, events: one per WebApp (or generated
 //     names), in every namespace.
-//   - the registry ConfigMap: the manager's cache lists and watches every
-//     ConfigMap in webapp-system (examples/webapp/main.go), and a list or
-//     watch matches resourceNames only with a metadata.name field
-//     selector. Limiting it takes a field selector in that cache and a
-//     resourceNames marker in internal/controller/webapp.go.
+//   - list and watch of the route registry's ConfigMaps: the manager's
+//     cache lists and watches the ConfigMaps labelled managed-by in
+//     webapp-system (controller.CacheOptions), and a list or watch matches
+//     resourceNames only with a metadata.name field selector, one name per
+//     informer: sixteen shards would take sixteen informers. Writes (patch,
+//     delete) are limited by name.
 var operatorPermissions = []struct {
 	permission
 	why string
@@ -101,8 +102,9 @@ var operatorPermissions = []struct {
 		"each WebApp's Deployment, named after it in its namespace: get/list/watch for the manager's cache (Owns, label-selected), " +
 			"patch for server-side apply, create for the apply that creates it. Never update or delete (the garbage collector deletes)."},
 	{permission{role: managerClusterRole, group: "", resource: "services", verbs: "create,get,list,patch,watch"},
-		"each WebApp's Service (as for Deployments) and the database Services WebApps wait for (spec.dbRef, watched in every namespace): " +
-			"get/list/watch for the cache, patch and create for server-side apply."},
+		"each WebApp's Service (as for Deployments, cached by label) and the database Services WebApps wait for " +
+			"(spec.database.serviceName, watched metadata-only in every namespace): " +
+			"get/list/watch for the caches, patch and create for server-side apply."},
 	{permission{role: managerClusterRole, group: "events.k8s.io", resource: "events", verbs: "create,patch"},
 		"the events.k8s.io recorder: reconciler events on WebApps in every namespace and the Rotator's CertificatesUpdated " +
 			"on its Secret; patch updates an event series. Event names are generated."},
@@ -112,6 +114,11 @@ var operatorPermissions = []struct {
 			"(field selector metadata.name), get and update for the injection. It can still rewrite this one configuration: RBAC cannot limit fields."},
 	{permission{role: managerClusterRole, group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", names: validatingConfigName, verbs: "get,list,update,watch"},
 		"as for the mutating configuration: its own validating webhook configuration, and no other."},
+	{permission{role: managerClusterRole, group: "apiextensions.k8s.io", resource: "customresourcedefinitions", names: webappCRD, verbs: "get,list,update,watch"},
+		"the WebApp CRD and no other: the Rotator injects the CA bundle into its conversion webhook (list/watch for its informer, " +
+			"field selector metadata.name; get and update for the injection); the storage version migration reads it (get)."},
+	{permission{role: managerClusterRole, group: "apiextensions.k8s.io", resource: "customresourcedefinitions/status", names: webappCRD, verbs: "patch"},
+		"the storage version migration trims the WebApp CRD's status.storedVersions to [v2] once every WebApp is rewritten; no other CRD."},
 	{permission{role: managerRole, group: "", resource: "secrets", names: certSecretName, verbs: "get,list,update,watch"},
 		"the Rotator's CA and serving certificate: every replica's informer (list/watch by metadata.name) and get, " +
 			"the leader's update on rotation. No other Secret can be read or changed."},
@@ -126,11 +133,16 @@ var operatorPermissions = []struct {
 	{permission{role: managerRole, group: "", resource: "events", verbs: "create,patch"},
 		"client-go's leader elector records a core/v1 Event on the Lease when it is acquired (controller-runtime's " +
 			"deprecated recorder); patch counts repeats. Generated names."},
-	{permission{role: managerRole, group: "", resource: "configmaps", names: registryName, verbs: "get,list,patch,watch"},
-		"the route registry ConfigMap (webapp-registry): the manager caches it by name (a metadata.name field selector, " +
-			"so list/watch can be limited by name) and merge-patches one WebApp's key."},
-	{permission{role: managerRole, group: "", resource: "configmaps", verbs: "create"},
-		"creates the route registry when it is missing. Not limited by name (create)."},
+	{permission{role: managerRole, group: "", resource: "configmaps", names: registryShardNames(), verbs: "patch"},
+		"the route registry's 16 shards (webapp-registry-00..15): register and deregister merge-patch one WebApp's key."},
+	{permission{role: managerRole, group: "", resource: "configmaps", names: legacyRegistryName, verbs: "delete,patch"},
+		"the previous versions' single registry (webapp-registry): each WebApp's pass removes its key, and the pass " +
+			"that empties it deletes it (with a precondition on its version)."},
+	{permission{role: managerRole, group: "", resource: "configmaps", verbs: "create,list,watch"},
+		"create: a registry shard when it is missing (not limited by name: create). list/watch: the manager's cache " +
+			"of the shards, selected by the managed-by label, in webapp-system only: one informer cannot list sixteen names " +
+			"(a list matches resourceNames only with a metadata.name field selector); the namespace holds the operator's " +
+			"own objects, and no Secret."},
 	// The secure metrics endpoint (config/rbac/metrics_auth_role.yaml).
 	{permission{role: metricsAuthRole, group: "authentication.k8s.io", resource: "tokenreviews", verbs: "create"},
 		"the metrics endpoint authenticates a scraper's bearer token."},

@@ -216,9 +216,15 @@ func TestWebAppSecurity(t *testing.T) {
 				{"create", "apps", "deployments", "", ns, "", true},
 				{"patch", "apps.example.com", "webapps", "status", ns, "", true},
 				{"update", "apps.example.com", "webapps", "finalizers", ns, "", true},
-				{"patch", "", "configmaps", "", operatorNamespace, registryName, true},
+				// The route registry: its shards and the legacy ConfigMap
+				// by name; list/watch (its cache) in its namespace only.
+				{"patch", "", "configmaps", "", operatorNamespace, registryShard("demo", "shop"), true},
+				{"delete", "", "configmaps", "", operatorNamespace, registryShard("demo", "shop"), false},
+				{"patch", "", "configmaps", "", operatorNamespace, legacyRegistryName, true},
+				{"delete", "", "configmaps", "", operatorNamespace, legacyRegistryName, true},
 				{"patch", "", "configmaps", "", operatorNamespace, "kube-root-ca.crt", false},
-				{"list", "", "configmaps", "", operatorNamespace, "", false},
+				{"list", "", "configmaps", "", operatorNamespace, "", true},
+				{"list", "", "configmaps", "", ns, "", false},
 				// Limited by name: its Lease, its certificate Secret, its two
 				// webhook configurations.
 				{"update", "coordination.k8s.io", "leases", "", operatorNamespace, leaseName, true},

@@ -44,7 +44,7 @@ Look around:
   $bin/kubectl get webapps -A            # the printer columns: READY, REPLICAS, IMAGE, AGE
   $bin/kubectl describe webapp -n demo webapp-sample
   $bin/kubectl scale webapp -n demo webapp-sample --replicas=5
-  $bin/kubectl get configmap -n webapp-system webapp-registry -o yaml
+  $bin/kubectl get configmap -n webapp-system -l apps.example.com/route-registry=shard -o yaml   # the route registry's 16 shards
   tail -f $repo/.cluster/operator.log
 Stop everything with: make cluster-down
 EOF
