@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -183,14 +184,17 @@ func rawMergePatch(patch string) client.Patch {
 }
 
 // requireControlledBy fails t unless obj's controller reference is w, with
-// blockOwnerDeletion (so foreground deletion waits for it).
+// blockOwnerDeletion (so foreground deletion waits for it). The reference
+// names the version the operator reconciles (apps.example.com/v2), whichever
+// version w was read in: the group, kind, name and UID identify it.
 func requireControlledBy(t *testing.T, obj client.Object, w *webappv1.WebApp) {
 	t.Helper()
 	ref := metav1.GetControllerOf(obj)
 	if ref == nil {
 		t.Fatalf("%T %s has no controller reference; ownerReferences %+v", obj, obj.GetName(), obj.GetOwnerReferences())
 	}
-	if ref.APIVersion != webappv1.GroupVersion.String() || ref.Kind != "WebApp" || ref.Name != w.Name || ref.UID != w.UID {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != webappv1.GroupVersion.Group || ref.Kind != "WebApp" || ref.Name != w.Name || ref.UID != w.UID {
 		t.Fatalf("%T %s: controller %s %s %s (uid %s), want WebApp %s (uid %s)", obj, obj.GetName(), ref.APIVersion, ref.Kind, ref.Name, ref.UID, w.Name, w.UID)
 	}
 	if ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
