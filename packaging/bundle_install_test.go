@@ -149,7 +149,9 @@ func TestBundleInstalls(t *testing.T) {
 	assert.Contains(t, pod.Containers[0].Args, "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs", "the operator reads OLM's certificate")
 	apply(dep)
 
-	require.Len(t, csv.Spec.WebhookDefinitions, 2)
+	// v1's and v2's mutating and validating webhooks, and the conversion
+	// webhook.
+	require.Len(t, csv.Spec.WebhookDefinitions, 5)
 	for _, w := range csv.Spec.WebhookDefinitions {
 		require.Equal(t, ds.Name, w.DeploymentName)
 		apply(&corev1.Service{
@@ -176,6 +178,12 @@ func TestBundleInstalls(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: w.GenerateName},
 				Webhooks:   []admissionregistrationv1.ValidatingWebhook{w.GetValidatingWebhook(olmNamespace, nil, ca)},
 			})
+		case v1alpha1.ConversionWebhook:
+			// OLM sets the CRD's spec.conversion to its Service (e2e's
+			// TestBundleInstall does it as OLM does); here the CRD only
+			// has to be the one named.
+			assert.Equal(t, []string{crdName}, w.ConversionCRDs)
+			assert.Equal(t, "/convert", *w.WebhookPath)
 		default:
 			t.Errorf("unexpected webhook type %s", w.Type)
 		}
@@ -203,6 +211,9 @@ func TestBundleInstalls(t *testing.T) {
 		ra("update", "coordination.k8s.io", "leases", "", olmNamespace, "webapp-operator.apps.example.com"),
 		ra("patch", "", "configmaps", "", olmNamespace, "webapp-registry"),
 		ra("create", "authentication.k8s.io", "tokenreviews", "", "", ""),
+		// The storage version migration.
+		ra("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", crdName),
+		ra("patch", "apiextensions.k8s.io", "customresourcedefinitions", "status", "", crdName),
 	} {
 		assert.True(t, allowed(ctx, t, c, sa, a), "%s may %s %s/%s %s in %q", sa, a.Verb, a.Resource, a.Subresource, a.Name, a.Namespace)
 	}
@@ -212,6 +223,9 @@ func TestBundleInstalls(t *testing.T) {
 		ra("update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "vwebapp-v1.kb.io"),
 		ra("delete", "apps.example.com", "webapps", "", "shop", "web"),
 		ra("patch", "coordination.k8s.io", "leases", "", "shop", "webapp-operator.apps.example.com"),
+		// The Rotator's caBundle injection: OLM's job.
+		ra("update", "apiextensions.k8s.io", "customresourcedefinitions", "", "", crdName),
+		ra("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "other.example.com"),
 	} {
 		assert.False(t, allowed(ctx, t, c, sa, a), "%s may not %s %s %s in %q", sa, a.Verb, a.Resource, a.Name, a.Namespace)
 	}

@@ -197,12 +197,20 @@ func TestCatalog(t *testing.T) {
 	assert.True(t, channels[pkg["defaultChannel"].(string)], "the default channel %v exists", pkg["defaultChannel"])
 
 	props := map[string]map[string]any{}
+	var gvks []any
 	for _, p := range bun["properties"].([]any) {
 		p := p.(map[string]any)
 		props[p["type"].(string)] = p["value"].(map[string]any)
+		if p["type"] == "olm.gvk" {
+			gvks = append(gvks, p["value"])
+		}
 	}
 	assert.Equal(t, map[string]any{"packageName": olm.Package, "version": bundle.CSV.Spec.Version.String()}, props["olm.package"])
 	require.Len(t, bundle.V1CRDs, 1)
 	crd := bundle.V1CRDs[0]
-	assert.Equal(t, map[string]any{"group": crd.Spec.Group, "kind": crd.Spec.Names.Kind, "version": crd.Spec.Versions[0].Name}, props["olm.gvk"])
+	var want []any
+	for _, v := range crd.Spec.Versions {
+		want = append(want, map[string]any{"group": crd.Spec.Group, "kind": crd.Spec.Names.Kind, "version": v.Name})
+	}
+	assert.Equal(t, want, gvks, "one olm.gvk per served version")
 }

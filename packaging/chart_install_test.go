@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -25,8 +27,9 @@ import (
 // configurations); envtest runs no controllers and no kubelet, so the
 // Deployment is stored but never rolled out, and nothing waits for it.
 //
-// After uninstall only the CRD is left, as Helm documents for crds/
-// (deleting a CRD deletes every WebApp): the docs say how to remove it.
+// After uninstall only the CRD is left: the chart templates it with
+// helm.sh/resource-policy: keep (deleting a CRD deletes every WebApp); the
+// docs say how to remove it.
 func TestChartInstallUpgradeUninstall(t *testing.T) {
 	needCluster(t)
 	ctx := t.Context()
@@ -38,6 +41,18 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
 	}}
 	require.NoError(t, client.IgnoreAlreadyExists(c.Create(ctx, ns)))
+
+	// A WebApp CRD already in the cluster (the bundle test's, or one a
+	// chart before 0.2 installed from crds/) is adopted by the release, as
+	// docs/deploying.md says: Helm's ownership label and annotations.
+	existing := &unstructured.Unstructured{}
+	existing.SetAPIVersion("apiextensions.k8s.io/v1")
+	existing.SetKind("CustomResourceDefinition")
+	existing.SetName(crdName)
+	if get(ctx, t, c, existing) != nil {
+		adopt := fmt.Sprintf(`{"metadata":{"labels":{"app.kubernetes.io/managed-by":"Helm"},"annotations":{"meta.helm.sh/release-name":%q,"meta.helm.sh/release-namespace":%q}}}`, releaseName, releaseNS)
+		require.NoError(t, c.Patch(ctx, existing, client.RawPatch(types.MergePatchType, []byte(adopt))))
+	}
 
 	cfg := helmConfig(t, releaseNS)
 	chart := loadChart(t)
@@ -52,7 +67,7 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 	installed := r.(*releasev1.Release)
 	assert.Equal(t, "deployed", string(installed.Info.Status))
 	objs := decodeAll(t, []byte(installed.Manifest))
-	require.Len(t, objs, 12, "templated objects (the CRD is installed from crds/, not the manifest)")
+	require.Len(t, objs, 13, "templated objects, the CRD included")
 	for _, o := range objs {
 		got := get(ctx, t, c, o)
 		if assert.NotNil(t, got, "%s is installed", key(o)) {
@@ -63,7 +78,7 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 	crd.SetAPIVersion("apiextensions.k8s.io/v1")
 	crd.SetKind("CustomResourceDefinition")
 	crd.SetName(crdName)
-	require.NotNil(t, get(ctx, t, c, crd), "helm installed the CRD from crds/")
+	require.NotNil(t, get(ctx, t, c, crd), "helm installed the CRD")
 
 	// Upgrade: one replica, no metrics. The metrics roles leave the release
 	// and Helm deletes them; the Deployment is updated in place.
@@ -90,9 +105,12 @@ func TestChartInstallUpgradeUninstall(t *testing.T) {
 	_, err = uninstall.Run(releaseName)
 	require.NoError(t, err, "helm uninstall")
 	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			continue
+		}
 		assert.Nil(t, get(ctx, t, c, o), "%s is left after uninstall", key(o))
 	}
-	assert.NotNil(t, get(ctx, t, c, crd), "the CRD stays after uninstall (Helm never deletes crds/)")
+	assert.NotNil(t, get(ctx, t, c, crd), "the CRD stays after uninstall (helm.sh/resource-policy: keep)")
 	_, err = action.NewHistory(cfg).Run(releaseName)
 	assert.ErrorContains(t, err, "not found", "no release record is left")
 }

@@ -48,6 +48,11 @@ var helmLabels = []string{
 //     release's namespace, which Helm does not own: `helm uninstall` would
 //     otherwise delete the namespace and everything in it. docs/deploying.md
 //     creates the namespace with the label before `helm install`.
+//  3. The CRD's annotation helm.sh/resource-policy: keep. The chart
+//     templates the CRD (templates/crd.yaml: its conversion webhook names
+//     the release's Service, and `helm upgrade` must bring new versions,
+//     which Helm never does for crds/), and keeps it on `helm uninstall`,
+//     which would otherwise delete every WebApp.
 //
 // Any other difference, such as a new +kubebuilder:rbac marker that
 // changed config/rbac/role.yaml, or a regenerated CRD not copied into the
@@ -57,8 +62,10 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 	for _, o := range chart {
 		labels := o.GetLabels()
 		if o.GetKind() == "CustomResourceDefinition" {
-			// crds/ is not templated: Helm installs it as is.
-			continue
+			annotations := o.GetAnnotations()
+			require.Equal(t, "keep", annotations["helm.sh/resource-policy"], "%s is kept on helm uninstall", key(o))
+			delete(annotations, "helm.sh/resource-policy")
+			o.SetAnnotations(annotations)
 		}
 		for _, l := range helmLabels {
 			require.Contains(t, labels, l, "%s lacks Helm's label %s", key(o), l)
@@ -143,6 +150,7 @@ func TestChartCertManagerMode(t *testing.T) {
 	for _, k := range []string{
 		"MutatingWebhookConfiguration webapp-mutating-webhook-configuration",
 		"ValidatingWebhookConfiguration webapp-validating-webhook-configuration",
+		"CustomResourceDefinition webapps.apps.example.com",
 	} {
 		require.Contains(t, objs, k)
 		assert.Equal(t, "webapp-system/webapp-serving-cert", objs[k].GetAnnotations()["cert-manager.io/inject-ca-from"], k)

@@ -19,7 +19,7 @@ const (
 	releaseName  = "webapp"
 	releaseNS    = "webapp-system"
 	crdName      = "webapps.apps.example.com"
-	chartVersion = "0.1.0"
+	chartVersion = "0.2.0"
 )
 
 // cluster is a real etcd and kube-apiserver (envtest, from the toolchain

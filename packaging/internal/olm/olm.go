@@ -79,7 +79,7 @@ const (
 	BundleDocker   = WebappDir + "/bundle.Dockerfile"
 	CatalogDir     = WebappDir + "/catalog"
 	CatalogFile    = CatalogDir + "/" + Package + "/index.yaml"
-	ChartCRD       = "charts/webapp-operator/crds/apps.example.com_webapps.yaml"
+	ChartCRD       = "charts/webapp-operator/files/apps.example.com_webapps.yaml"
 	crdSource      = WebappDir + "/config/crd/bases/apps.example.com_webapps.yaml"
 	defaultConfig  = WebappDir + "/config/default"
 	samplesConfig  = WebappDir + "/config/samples"
@@ -211,7 +211,7 @@ func clusterServiceVersion(r Release, crd *apiextensionsv1.CustomResourceDefinit
 				return nil, nil, err
 			}
 			for _, w := range c.Webhooks {
-				webhooks = append(webhooks, webhookDescription(v1alpha1.MutatingAdmissionWebhook, w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds))
+				webhooks = append(webhooks, webhookDescription(v1alpha1.MutatingAdmissionWebhook, w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds))
 			}
 		case "ValidatingWebhookConfiguration":
 			var c admissionregistrationv1.ValidatingWebhookConfiguration
@@ -219,14 +219,33 @@ func clusterServiceVersion(r Release, crd *apiextensionsv1.CustomResourceDefinit
 				return nil, nil, err
 			}
 			for _, w := range c.Webhooks {
-				webhooks = append(webhooks, webhookDescription(v1alpha1.ValidatingAdmissionWebhook, w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds))
+				webhooks = append(webhooks, webhookDescription(v1alpha1.ValidatingAdmissionWebhook, w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.SideEffects, w.AdmissionReviewVersions, w.TimeoutSeconds))
+			}
+		case "CustomResourceDefinition":
+			// config/crd's conversion webhook: OLM sets the CRD's
+			// spec.conversion itself, from this definition, with its
+			// own Service and CA.
+			var c apiextensionsv1.CustomResourceDefinition
+			if err := convert(o, &c); err != nil {
+				return nil, nil, err
+			}
+			if conv := c.Spec.Conversion; conv != nil && conv.Strategy == apiextensionsv1.WebhookConverter &&
+				conv.Webhook != nil && conv.Webhook.ClientConfig != nil && conv.Webhook.ClientConfig.Service != nil {
+				none := admissionregistrationv1.SideEffectClassNone
+				d := webhookDescription(v1alpha1.ConversionWebhook, "c"+c.Spec.Names.Singular+".kb.io",
+					admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Path: conv.Webhook.ClientConfig.Service.Path}},
+					nil, nil, nil, &none, conv.Webhook.ConversionReviewVersions, nil)
+				d.ConversionCRDs = []string{c.Name}
+				webhooks = append(webhooks, d)
 			}
 		}
 		// Namespace, Service (webhook-service), RoleBindings and
 		// ClusterRoleBindings: OLM creates its own, from the CSV.
 	}
-	if deployment.Name == "" || serviceAccount == "" || metricsReader == nil || len(webhooks) != 2 {
-		return nil, nil, errors.New("config/default lacks the Deployment, ServiceAccount, metrics-reader role or webhooks")
+	// Four admission webhooks (mutating and validating, for v1 and v2)
+	// and the conversion webhook.
+	if deployment.Name == "" || serviceAccount == "" || metricsReader == nil || len(webhooks) != 5 {
+		return nil, nil, errors.New("config/default lacks the Deployment, ServiceAccount, metrics-reader role, admission webhooks or conversion webhook")
 	}
 	for i := range webhooks {
 		webhooks[i].DeploymentName = deployment.Name
@@ -239,7 +258,7 @@ func clusterServiceVersion(r Release, crd *apiextensionsv1.CustomResourceDefinit
 	if err != nil {
 		return nil, nil, err
 	}
-	owned, err := crdDescription(crd)
+	owned, err := crdDescriptions(crd)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -293,7 +312,7 @@ func clusterServiceVersion(r Release, crd *apiextensionsv1.CustomResourceDefinit
 				{Type: v1alpha1.InstallModeTypeMultiNamespace, Supported: false},
 				{Type: v1alpha1.InstallModeTypeAllNamespaces, Supported: true},
 			},
-			CustomResourceDefinitions: v1alpha1.CustomResourceDefinitions{Owned: []v1alpha1.CRDDescription{owned}},
+			CustomResourceDefinitions: v1alpha1.CustomResourceDefinitions{Owned: owned},
 			InstallStrategy: v1alpha1.NamedInstallStrategy{
 				StrategyName: v1alpha1.InstallStrategyNameDeployment,
 				StrategySpec: v1alpha1.StrategyDetailsDeployment{
@@ -371,10 +390,15 @@ func forOLM(d *appsv1.Deployment, image string) error {
 // certificate Rotator needs (its Secret, and update on the webhook
 // configurations to inject the CA), which external mode never uses. They
 // also name config/default's objects, which under OLM do not exist: OLM
-// names the webhook configurations itself.
+// names the webhook configurations itself. On the WebApp CRD only get is
+// left (the storage version migration reads it): list, watch and update
+// are the Rotator's, for the conversion webhook's caBundle, which OLM sets.
 func withoutSelfManagedCerts(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
 	var out []rbacv1.PolicyRule
 	for _, r := range rules {
+		if slices.Equal(r.Resources, []string{"customresourcedefinitions"}) {
+			r.Verbs = []string{"get"}
+		}
 		r.Resources = slices.DeleteFunc(slices.Clone(r.Resources), func(res string) bool {
 			return res == "mutatingwebhookconfigurations" || res == "validatingwebhookconfigurations" ||
 				(res == "secrets" && slices.Contains(r.APIGroups, ""))
@@ -387,7 +411,7 @@ func withoutSelfManagedCerts(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
 }
 
 func webhookDescription(typ v1alpha1.WebhookAdmissionType, name string, cc admissionregistrationv1.WebhookClientConfig,
-	rules []admissionregistrationv1.RuleWithOperations, fp *admissionregistrationv1.FailurePolicyType,
+	rules []admissionregistrationv1.RuleWithOperations, fp *admissionregistrationv1.FailurePolicyType, mp *admissionregistrationv1.MatchPolicyType,
 	se *admissionregistrationv1.SideEffectClass, versions []string, timeout *int32) v1alpha1.WebhookDescription {
 	var path *string
 	if cc.Service != nil {
@@ -398,25 +422,38 @@ func webhookDescription(typ v1alpha1.WebhookAdmissionType, name string, cc admis
 	target := intstrFromInt(9443)
 	return v1alpha1.WebhookDescription{
 		GenerateName: name, Type: typ, ContainerPort: 443, TargetPort: &target,
-		Rules: rules, FailurePolicy: fp, SideEffects: se, AdmissionReviewVersions: versions,
+		Rules: rules, FailurePolicy: fp, MatchPolicy: mp, SideEffects: se, AdmissionReviewVersions: versions,
 		TimeoutSeconds: timeout, WebhookPath: path,
 	}
 }
 
-// crdDescription describes the owned CRD for OLM consoles, with the
-// descriptions from its schema (the Go doc comments of api/v1).
-func crdDescription(crd *apiextensionsv1.CustomResourceDefinition) (v1alpha1.CRDDescription, error) {
-	if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Schema == nil {
-		return v1alpha1.CRDDescription{}, fmt.Errorf("%s: want one version with a schema", crd.Name)
+// crdDescriptions describe the owned CRD for OLM consoles, one per served
+// version (as operator-sdk lists them), with the descriptions from each
+// version's schema (the Go doc comments of api/v1 and api/v2).
+func crdDescriptions(crd *apiextensionsv1.CustomResourceDefinition) ([]v1alpha1.CRDDescription, error) {
+	var out []v1alpha1.CRDDescription
+	for i := range crd.Spec.Versions {
+		d, err := crdDescription(crd, &crd.Spec.Versions[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
 	}
-	v := crd.Spec.Versions[0]
+	return out, nil
+}
+
+// crdDescription describes one version of the owned CRD.
+func crdDescription(crd *apiextensionsv1.CustomResourceDefinition, v *apiextensionsv1.CustomResourceDefinitionVersion) (v1alpha1.CRDDescription, error) {
+	if v.Schema == nil {
+		return v1alpha1.CRDDescription{}, fmt.Errorf("%s %s: no schema", crd.Name, v.Name)
+	}
 	root := v.Schema.OpenAPIV3Schema
 	field := func(path ...string) (string, error) {
 		s := root
 		for _, p := range path {
 			next, ok := s.Properties[p]
 			if !ok {
-				return "", fmt.Errorf("%s: no field %s", crd.Name, strings.Join(path, "."))
+				return "", fmt.Errorf("%s %s: no field %s", crd.Name, v.Name, strings.Join(path, "."))
 			}
 			s = &next
 		}
@@ -431,6 +468,10 @@ func crdDescription(crd *apiextensionsv1.CustomResourceDefinition) (v1alpha1.CRD
 		{"replicas", "Replicas", []string{"urn:alm:descriptor:com.tectonic.ui:podCount"}},
 		{"resources", "Resources", []string{"urn:alm:descriptor:com.tectonic.ui:resourceRequirements"}},
 		{"dbRef", "Database", []string{"urn:alm:descriptor:io.kubernetes:Service"}},
+	}
+	if v.Name != "v1" {
+		// v2: the database is an object naming the Service.
+		specs[3].path = "database.serviceName"
 	}
 	statuses := []desc{
 		{"conditions", "Conditions", []string{"urn:alm:descriptor:io.kubernetes.conditions"}},
@@ -447,7 +488,7 @@ func crdDescription(crd *apiextensionsv1.CustomResourceDefinition) (v1alpha1.CRD
 		},
 	}
 	for _, d := range specs {
-		text, err := field("spec", d.path)
+		text, err := field(append([]string{"spec"}, strings.Split(d.path, ".")...)...)
 		if err != nil {
 			return out, err
 		}
@@ -516,12 +557,13 @@ func catalog(r Release, crd *apiextensionsv1.CustomResourceDefinition) ([]byte, 
 	for _, ch := range r.Channels {
 		docs = append(docs, map[string]any{"schema": "olm.channel", "package": Package, "name": ch, "entries": []any{entry}})
 	}
+	properties := []any{map[string]any{"type": "olm.package", "value": map[string]any{"packageName": Package, "version": r.Version}}}
+	for _, v := range crd.Spec.Versions {
+		properties = append(properties, map[string]any{"type": "olm.gvk", "value": map[string]any{"group": crd.Spec.Group, "kind": crd.Spec.Names.Kind, "version": v.Name}})
+	}
 	docs = append(docs, map[string]any{
 		"schema": "olm.bundle", "name": csvName(r.Version), "package": Package, "image": r.BundleImage,
-		"properties": []any{
-			map[string]any{"type": "olm.package", "value": map[string]any{"packageName": Package, "version": r.Version}},
-			map[string]any{"type": "olm.gvk", "value": map[string]any{"group": crd.Spec.Group, "kind": crd.Spec.Names.Kind, "version": crd.Spec.Versions[0].Name}},
-		},
+		"properties": properties,
 		"relatedImages": []any{
 			map[string]any{"name": "", "image": r.BundleImage},
 			map[string]any{"name": "manager", "image": r.Image},
