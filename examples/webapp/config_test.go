@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -69,4 +70,60 @@ func TestDefaultConfigIsRestricted(t *testing.T) {
 	assert.False(t, c.Resources.Limits.Memory().IsZero())
 	assert.Equal(t, "webapp-controller-manager", manager.Spec.Template.Spec.ServiceAccountName)
 	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, manager.Spec.Template.Spec.SecurityContext.SeccompProfile.Type)
+}
+
+// TestConversionWebhookConfig: the CRD converts through the operator's
+// /convert, at the webhook Service config/default deploys (names after its
+// prefix and namespace), and in config/local at https://127.0.0.1:9443 as
+// the admission webhooks are, each of which calls the path of its own
+// version (config/local patches them by position).
+func TestConversionWebhookConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs kubectl from `make tools`")
+	}
+	for _, dir := range []string{"config/default", "config/local"} {
+		t.Run(dir, func(t *testing.T) {
+			var service string
+			var crd map[string]any
+			var webhooks []any
+			for _, o := range kustomize(t, dir) {
+				switch o["kind"] {
+				case "Service":
+					if name := o["metadata"].(map[string]any)["name"].(string); strings.HasSuffix(name, "webhook-service") {
+						service = name
+					}
+				case "CustomResourceDefinition":
+					crd = o
+				case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+					webhooks = append(webhooks, o["webhooks"].([]any)...)
+				}
+			}
+			require.NotNil(t, crd)
+			conv := crd["spec"].(map[string]any)["conversion"].(map[string]any)
+			assert.Equal(t, "Webhook", conv["strategy"])
+			cc := conv["webhook"].(map[string]any)["clientConfig"].(map[string]any)
+			if dir == "config/local" {
+				assert.Equal(t, "https://127.0.0.1:9443/convert", cc["url"])
+				assert.NotContains(t, cc, "service")
+			} else {
+				require.NotEmpty(t, service)
+				assert.Equal(t, map[string]any{"name": service, "namespace": "webapp-system", "path": "/convert"}, cc["service"])
+			}
+
+			require.Len(t, webhooks, 4, "mutating and validating, for v1 and v2")
+			for _, w := range webhooks {
+				w := w.(map[string]any)
+				version := w["rules"].([]any)[0].(map[string]any)["apiVersions"].([]any)[0].(string)
+				assert.Equal(t, "Exact", w["matchPolicy"], "%s: a request is admitted once, in its own version", w["name"])
+				cc := w["clientConfig"].(map[string]any)
+				path := ""
+				if dir == "config/local" {
+					path = strings.TrimPrefix(cc["url"].(string), "https://127.0.0.1:9443")
+				} else {
+					path = cc["service"].(map[string]any)["path"].(string)
+				}
+				assert.Contains(t, path, "-"+version+"-webapp", "%s calls the webhook of its version", w["name"])
+			}
+		})
+	}
 }
