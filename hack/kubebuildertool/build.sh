@@ -37,7 +37,7 @@ if [[ "${1:-}" == "--dir" ]]; then
 	exit 0
 fi
 if [[ ! -x "$bin/kubebuilder" ]]; then
-	echo "kubebuildertool: building kubebuilder $version into $bin (about a minute on two cores)" >&2
+	echo "kubebuildertool: building kubebuilder $version into $bin (two to three minutes on two cores with a cold Go build cache)" >&2
 	mkdir -p "$bin"
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
