@@ -31,9 +31,13 @@ func CacheOptions(registryNamespace string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: {Label: managed},
 			&corev1.Service{}:    {Label: managed},
+			// A read returns the cached shard itself, not a deep copy of
+			// its hundreds of entries on every pass: the registry code
+			// only reads it (registryObject).
 			&corev1.ConfigMap{}: {
-				Namespaces: map[string]cache.Config{registryNamespace: {}},
-				Label:      managed,
+				Namespaces:            map[string]cache.Config{registryNamespace: {}},
+				Label:                 managed,
+				UnsafeDisableDeepCopy: new(true),
 			},
 		},
 	}

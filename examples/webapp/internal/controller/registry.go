@@ -172,19 +172,21 @@ func (r registry) deregister(ctx context.Context, s *scope) reconciler.Outcome {
 // registry exists (deregister: never trust a cached lookup before a
 // cleanup).
 func (r registry) migrate(ctx context.Context, c client.Client, key string, lookup bool) error {
-	legacy := &corev1.ConfigMap{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: LegacyRegistryName}, legacy)
+	cached := &corev1.ConfigMap{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: LegacyRegistryName}, cached)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
 		return wrapRegistry(LegacyRegistryName, err)
 	}
-	if _, present := legacy.Data[key]; present || !lookup {
+	legacy := cached
+	if _, present := cached.Data[key]; present || !lookup {
 		patch, err := json.Marshal(map[string]any{"data": map[string]*string{key: nil}})
 		if err != nil {
 			return err
 		}
+		legacy = registryObject(r.namespace, LegacyRegistryName)
 		err = c.Patch(ctx, legacy, client.RawPatch(types.MergePatchType, patch))
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -198,7 +200,8 @@ func (r registry) migrate(ctx context.Context, c client.Client, key string, look
 	}
 	// Empty: delete it, unless it changed since (a precondition on the
 	// version just read or written), so no entry written meanwhile is lost.
-	err = c.Delete(ctx, legacy, client.Preconditions{UID: &legacy.UID, ResourceVersion: &legacy.ResourceVersion})
+	uid, version := legacy.UID, legacy.ResourceVersion
+	err = c.Delete(ctx, registryObject(r.namespace, LegacyRegistryName), client.Preconditions{UID: &uid, ResourceVersion: &version})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return wrapRegistry(LegacyRegistryName, err)
 	}
@@ -210,6 +213,8 @@ func (r registry) migrate(ctx context.Context, c client.Client, key string, look
 func (r registry) set(ctx context.Context, c client.Client, shard, key, value string) error {
 	cm := &corev1.ConfigMap{}
 	err := c.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: shard}, cm)
+	// cm shares its data with the cache (CacheOptions: no deep copy of a
+	// shard on every pass): read it, never write into it.
 	switch {
 	case apierrors.IsNotFound(err):
 		cm = &corev1.ConfigMap{
@@ -233,7 +238,7 @@ func (r registry) set(ctx context.Context, c client.Client, shard, key, value st
 		if err != nil {
 			return err
 		}
-		return wrapRegistry(shard, c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)))
+		return wrapRegistry(shard, c.Patch(ctx, registryObject(r.namespace, shard), client.RawPatch(types.MergePatchType, patch)))
 	case err != nil:
 		return wrapRegistry(shard, err)
 	}
@@ -244,7 +249,14 @@ func (r registry) set(ctx context.Context, c client.Client, shard, key, value st
 	if err != nil {
 		return err
 	}
-	return wrapRegistry(shard, c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)))
+	return wrapRegistry(shard, c.Patch(ctx, registryObject(r.namespace, shard), client.RawPatch(types.MergePatchType, patch)))
+}
+
+// registryObject is an empty registry ConfigMap to patch or delete: never
+// the object a cached read returned, which may share its maps with the
+// cache.
+func registryObject(namespace, name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 }
 
 func shardLabels() map[string]string {
