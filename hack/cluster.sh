@@ -129,11 +129,10 @@ pids_of_cluster() {
 	pgrep -f -- "$pattern" || true
 }
 
-cmd_up() {
-	resolve_tools || exit 1
-	mkdir -p "$cluster_dir"
-	local start=$SECONDS
-
+# start_cluster creates the cluster unless it is running, creates its node
+# and waits until the node is Ready: 0 when it is, 2 when a component of the
+# cluster exited meanwhile, 1 on timeout.
+start_cluster() {
 	if exists && healthy; then
 		say "cluster $name is already running"
 	else
@@ -216,7 +215,56 @@ cmd_up() {
 	else
 		kwokctl scale node --replicas 1
 	fi
-	kubectl wait --for=condition=Ready node --all --timeout="$wait_for" >&2
+	wait_node_ready
+}
+
+# wait_node_ready waits up to $wait_for for every node to be Ready, and
+# returns early (2) when a process of the cluster listed in $workdir/pids has
+# exited, showing the end of its log.
+wait_node_ready() {
+	local timeout=${wait_for%s} pidfile component
+	[[ "$wait_for" == *m ]] && timeout=$((${wait_for%m} * 60))
+	local deadline=$((SECONDS + timeout))
+	while ((SECONDS < deadline)); do
+		if [[ "$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}' 2>/dev/null)" =~ ^(True )+$ ]]; then
+			kubectl get nodes >&2
+			return 0
+		fi
+		for pidfile in "$workdir"/pids/*.pid; do
+			[[ -f "$pidfile" ]] || continue
+			if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+				component=$(basename "$pidfile" .pid)
+				say "error: $component of cluster $name exited; the end of its log:"
+				tail -n 3 "$workdir/logs/$component.log" >&2 || true
+				return 2
+			fi
+		done
+		sleep 1
+	done
+	return 1
+}
+
+cmd_up() {
+	resolve_tools || exit 1
+	mkdir -p "$cluster_dir"
+	local start=$SECONDS
+
+	# kwokctl picks each component's port by probing for a free one and binds
+	# it only when the component starts, so a cluster created at the same
+	# moment (another checkout's, another suite's) can take one in between;
+	# the component then exits. Such a cluster is deleted and created again.
+	local attempt rc
+	for attempt in 1 2 3; do
+		rc=0
+		start_cluster || rc=$?
+		((rc == 0)) && break
+		if ((rc == 2 && attempt < 3)); then
+			say "recreating cluster $name (attempt $((attempt + 1)) of 3)"
+			(cmd_down) || die "could not delete cluster $name"
+			continue
+		fi
+		die "the node of cluster $name is not Ready after $wait_for; component logs are in $workdir/logs; clean up with: $0 down"
+	done
 	kubectl wait --for=create serviceaccount/default --namespace default --timeout="$wait_for" >&2
 	if metrics_server; then
 		verify_node_loopback || die "metrics-server may only scrape 127.0.0.1: the nodes above are not labelled $scrape_label, so it does not scrape them (delete the cluster with: $0 down)"
