@@ -62,6 +62,10 @@ type Config struct {
 	// idiomatic, reconcilekit; the default is reconcilekit, idiomatic,
 	// baseline), to see how much the order matters.
 	BaselineFirst bool
+	// IdiomaticRegistryShards is how many ConfigMaps the idiomatic peer's
+	// route registry spreads over (0: one), for the report: Idiomatic
+	// sets it on the command line.
+	IdiomaticRegistryShards int
 	// Ours, Idiomatic and Baseline start the three operators; a nil
 	// Idiomatic skips that peer.
 	Ours, Idiomatic, Baseline Command `json:"-"`

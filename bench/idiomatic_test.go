@@ -181,9 +181,9 @@ func TestIdiomaticShardedRegistry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns, registryNS := env.Namespace(t), env.Namespace(t)
-	startIdiomatic(t, registryNS, 4)
+	startIdiomatic(t, registryNS, 16)
 	c := env.Client
-	reg := idiomatic.ShardedConfigMapRegistry{Namespace: registryNS, Shards: 4}
+	reg := idiomatic.ShardedConfigMapRegistry{Namespace: registryNS, Shards: 16}
 	shards := map[string]bool{}
 	var apps []*webappv1.WebApp
 	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
@@ -192,7 +192,10 @@ func TestIdiomaticShardedRegistry(t *testing.T) {
 		apps = append(apps, app)
 		shards[reg.ShardName(app)] = true
 	}
-	require.Greater(t, len(shards), 1, "six names all hashed to one of four shards")
+	require.Greater(t, len(shards), 1, "six names all hashed to one shard")
+	for shard := range shards {
+		assert.Regexp(t, `^webapp-registry-(0[0-9]|1[0-5])$`, shard)
+	}
 	entries := func(ct *assert.CollectT) map[string]string {
 		all := map[string]string{}
 		for shard := range shards {
@@ -202,6 +205,7 @@ func TestIdiomaticShardedRegistry(t *testing.T) {
 			} else if !assert.NoError(ct, err) {
 				return nil
 			}
+			assert.Equal(ct, "shard", cm.Labels[idiomatic.RegistryShardLabel])
 			for k, v := range cm.Data {
 				assert.Equal(ct, shard, reg.ShardName(&webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k[len(ns)+1:]}}), "%s in the wrong shard", k)
 				all[k] = v

@@ -262,7 +262,11 @@ func (r *Report) Markdown() string {
 	b.WriteString("  server-side apply (`client.Apply`, apply configurations, a field manager, ForceOwnership) of the\n")
 	b.WriteString("  Deployment and the Service on every pass, status merge-patched only when it changed, managedFields\n")
 	b.WriteString("  stripped from the cache, Deployments, Services and ConfigMaps cached only when the operator labelled them,\n")
-	b.WriteString("  the same route-registry finalizer. The peer to beat.\n")
+	registry := "one ConfigMap"
+	if k := res.Config.IdiomaticRegistryShards; k > 0 {
+		registry = fmt.Sprintf("%d ConfigMap shards, as the example's", k)
+	}
+	fmt.Fprintf(&b, "  the same route-registry finalizer (registry: %s). The peer to beat.\n", registry)
 	b.WriteString("- **baseline** (`bench/baseline`): the operator tutorial's way: Get → Update the Deployment → Update the\n")
 	b.WriteString("  Service → Status().Update on every pass, default cache of every Deployment and Service in the cluster.\n")
 	b.WriteString("  The floor, not a peer.\n\n")

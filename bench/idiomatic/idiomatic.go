@@ -76,6 +76,9 @@ const (
 	// ManagedBy is the value of app.kubernetes.io/managed-by on everything
 	// the operator creates; the cache selects on it.
 	ManagedBy = "webapp-operator"
+	// RegistryShardLabel marks the shards of a ShardedConfigMapRegistry
+	// (value "shard"), as the example operator marks its own.
+	RegistryShardLabel = "apps.example.com/route-registry"
 	// DatabaseRecheck is how often a WebApp waiting for its dbRef Service
 	// looks again.
 	DatabaseRecheck = 30 * time.Second
@@ -116,7 +119,8 @@ type Registry interface {
 type ConfigMapRegistry struct {
 	Client    client.Client
 	Namespace string
-	name      string // RegistryName when empty
+	name      string            // RegistryName when empty
+	labels    map[string]string // managed-by when empty
 }
 
 func (r ConfigMapRegistry) objectName() string {
@@ -139,8 +143,11 @@ func (r ConfigMapRegistry) Register(ctx context.Context, app *webappv1.WebApp) e
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.objectName()}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
+		if r.labels == nil {
+			r.labels = map[string]string{labelManaged: ManagedBy}
+		}
 		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.objectName(), Labels: map[string]string{labelManaged: ManagedBy}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.objectName(), Labels: r.labels},
 			Data:       map[string]string{key: value},
 		}
 		if err := r.Client.Create(ctx, cm); !apierrors.IsAlreadyExists(err) {
@@ -171,11 +178,11 @@ func (r ConfigMapRegistry) patch(ctx context.Context, key string, value *string)
 }
 
 // ShardedConfigMapRegistry spreads the entries over Shards ConfigMaps
-// (RegistryName-<shard>, shard = FNV-32a of "<namespace>/<name>" modulo
-// Shards) in Namespace, so that no one object approaches the 1 MiB limit
-// and each write rewrites 1/Shards of the registry. The ConfigMaps carry
-// the managed-by label, so CacheOptions' cache holds them all. Not the
-// default: the example operator's registry is still the single ConfigMap.
+// (webapp-registry-00, -01, ...: FNV-32a of "<namespace>/<name>" modulo
+// Shards, the example operator's scheme at its 16 shards) in Namespace,
+// so that no one object approaches the 1 MiB limit and each write rewrites
+// 1/Shards of the registry. The ConfigMaps carry the managed-by label, so
+// CacheOptions' cache holds them all, and RegistryShardLabel for readers.
 type ShardedConfigMapRegistry struct {
 	Client    client.Client
 	Namespace string
@@ -186,12 +193,13 @@ type ShardedConfigMapRegistry struct {
 func (r ShardedConfigMapRegistry) ShardName(app *webappv1.WebApp) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(app.Namespace + "/" + app.Name))
-	return fmt.Sprintf("%s-%d", RegistryName, h.Sum32()%max(r.Shards, 1))
+	return fmt.Sprintf("%s-%02d", RegistryName, h.Sum32()%max(r.Shards, 1))
 }
 
 // Register implements Registry.
 func (r ShardedConfigMapRegistry) Register(ctx context.Context, app *webappv1.WebApp) error {
-	return ConfigMapRegistry{Client: r.Client, Namespace: r.Namespace, name: r.ShardName(app)}.Register(ctx, app)
+	return ConfigMapRegistry{Client: r.Client, Namespace: r.Namespace, name: r.ShardName(app),
+		labels: map[string]string{labelManaged: ManagedBy, RegistryShardLabel: "shard"}}.Register(ctx, app)
 }
 
 // Deregister implements Registry.

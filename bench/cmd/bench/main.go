@@ -88,7 +88,7 @@ func runIdiomatic(args []string) error {
 	fs := flag.NewFlagSet("operator idiomatic", flag.ContinueOnError)
 	addr := fs.String("metrics-bind-address", "127.0.0.1:8080", "where to serve controller-runtime's metrics")
 	namespace := fs.String("namespace", bench.SystemNamespace, "the operator's namespace: the route registry lives here")
-	shards := fs.Uint("registry-shards", 0, "spread the route registry over this many ConfigMaps (0: the single ConfigMap, as the example operator)")
+	shards := fs.Uint("registry-shards", 0, "spread the route registry over this many ConfigMaps (0: the single ConfigMap)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func run() error {
 	flag.BoolVar(&o.micro, "micro", true, "run the go test microbenchmarks")
 	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
 	flag.IntVar(&o.clusterQPS, "cluster-qps", 1000, "client QPS (burst twice that) of the bench cluster's kube-controller-manager and kube-scheduler, so that the operator and not the cluster bounds convergence (0: their defaults, 20 and 50 QPS)")
-	flag.UintVar(&o.registryShards, "registry-shards", 0, "the idiomatic peer's route registry: this many ConfigMaps (set it to match the example operator's registry; 0: one ConfigMap, as the example today)")
+	flag.UintVar(&o.registryShards, "registry-shards", 16, "the idiomatic peer's route registry: this many ConfigMaps, as the example operator's (webapp-registry-00..15); 0: the single ConfigMap webapp-registry")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other) to -out, and exit")
 	flag.Parse()
 	if o.n < 1 {
@@ -252,7 +252,8 @@ func run() error {
 	machine.Cluster = cluster
 
 	res, err := bench.Run(ctx, cfg, bench.Config{
-		N: o.n, Unrelated: o.unrelated, Workers: o.workers, ControllerManager: true, BaselineFirst: o.baselineFirst,
+		IdiomaticRegistryShards: int(o.registryShards),
+		N:                       o.n, Unrelated: o.unrelated, Workers: o.workers, ControllerManager: true, BaselineFirst: o.baselineFirst,
 		GCWait: o.gcWait, QuietFor: o.quiet, Timeout: o.timeout, WorkDir: work, Logf: logf,
 		Ours: func(addr string) []string {
 			return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false",
