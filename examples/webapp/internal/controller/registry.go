@@ -93,8 +93,11 @@ func shardName(i int) string { return fmt.Sprintf("%s%02d", RegistryShardPrefix,
 // isShard reports whether name is one of the shards' names.
 func isShard(name string) bool {
 	n, ok := strings.CutPrefix(name, RegistryShardPrefix)
+	if !ok || len(n) != 2 || n[0] < '0' || n[0] > '9' || n[1] < '0' || n[1] > '9' {
+		return false
+	}
 	i, err := strconv.Atoi(n)
-	return ok && err == nil && len(n) == 2 && i >= 0 && i < RegistryShards
+	return err == nil && i < RegistryShards
 }
 
 // RegistryKey is the registry key of the WebApp namespace/name.

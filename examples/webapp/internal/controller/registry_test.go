@@ -235,6 +235,12 @@ func TestRegistryShardIsStable(t *testing.T) {
 	assert.Equal(t, "webapp-registry-15", names[15])
 	// fnv-32a("default/shop") = 0x9d8d294f; mod 16 = 15.
 	assert.Equal(t, "webapp-registry-15", controller.RegistryShard("default", "shop"))
+	for _, name := range names {
+		assert.True(t, controller.IsShard(name), name)
+	}
+	for _, name := range []string{"webapp-registry", "webapp-registry-16", "webapp-registry-+1", "webapp-registry-7", "webapp-registry-007", "other-00"} {
+		assert.False(t, controller.IsShard(name), name)
+	}
 	used := map[string]bool{}
 	for i := range 1000 {
 		used[controller.RegistryShard("team", fmt.Sprintf("app-%d", i))] = true

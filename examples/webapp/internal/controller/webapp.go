@@ -149,8 +149,8 @@ func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNa
 	opts.Finalizer = Finalizer
 	opts.Cleanup = []reconciler.Step[*webappv2.WebApp]{{Name: "deregister", Run: reg.deregister}}
 	if opts.CleanupDeadline == 0 {
-		// Deregistering is one patch of one ConfigMap: a WebApp still
-		// deleting after this long is stuck (RBAC, an unreachable
+		// Deregistering is one patch of one shard (two while a legacy
+		// registry remains): a WebApp still deleting after this long is stuck (RBAC, an unreachable
 		// apiserver), and reconcilekit_cleanup_overdue_objects counts it
 		// for the WebAppCleanupOverdue alert. The finalizer is kept: a
 		// deleted WebApp must not stay routable.
