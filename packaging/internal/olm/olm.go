@@ -410,6 +410,9 @@ func withoutSelfManagedCerts(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
 	return out
 }
 
+// webhookDescription is one generated webhook as OLM describes it. The
+// webhook's matchConditions are dropped: v1alpha1.WebhookDescription
+// (operator-framework/api v0.36) has no field for them (docs/deploying.md).
 func webhookDescription(typ v1alpha1.WebhookAdmissionType, name string, cc admissionregistrationv1.WebhookClientConfig,
 	rules []admissionregistrationv1.RuleWithOperations, fp *admissionregistrationv1.FailurePolicyType, mp *admissionregistrationv1.MatchPolicyType,
 	se *admissionregistrationv1.SideEffectClass, versions []string, timeout *int32) v1alpha1.WebhookDescription {

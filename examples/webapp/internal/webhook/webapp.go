@@ -14,6 +14,15 @@
 // converted by the conversion webhook, to the v2 webhooks and the other way
 // round: each object would be admitted twice, and errors would name fields
 // of a version the client did not use.
+//
+// Each webhook also carries a matchCondition (the markers' patch) that sends
+// it only CREATEs and the UPDATEs that change spec. The webhooks default and
+// validate spec alone, so a metadata-only update (the operator adding or
+// removing its finalizer, also while the WebApp is being deleted) has nothing
+// to ask them; without the condition such an update fails whenever the
+// webhook server is unreachable (failurePolicy Fail), and a deleted WebApp
+// stays in Terminating until it is back. Status and scale updates never
+// reach the webhooks: their rules name webapps, not its subresources.
 package webhook
 
 import (
@@ -35,10 +44,10 @@ import (
 // container runtime cannot start most web servers.
 var MinMemory = resource.MustParse("16Mi")
 
-// +kubebuilder:webhook:path=/mutate-apps-example-com-v1-webapp,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=mwebapp-v1.kb.io,admissionReviewVersions=v1,matchPolicy=Exact
-// +kubebuilder:webhook:path=/validate-apps-example-com-v1-webapp,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=vwebapp-v1.kb.io,admissionReviewVersions=v1,matchPolicy=Exact
-// +kubebuilder:webhook:path=/mutate-apps-example-com-v2-webapp,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v2,name=mwebapp-v2.kb.io,admissionReviewVersions=v1,matchPolicy=Exact
-// +kubebuilder:webhook:path=/validate-apps-example-com-v2-webapp,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v2,name=vwebapp-v2.kb.io,admissionReviewVersions=v1,matchPolicy=Exact
+// +kubebuilder:webhook:path=/mutate-apps-example-com-v1-webapp,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=mwebapp-v1.kb.io,admissionReviewVersions=v1,matchPolicy=Exact,patch=`{"matchConditions":[{"name":"create-or-spec-change","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
+// +kubebuilder:webhook:path=/validate-apps-example-com-v1-webapp,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v1,name=vwebapp-v1.kb.io,admissionReviewVersions=v1,matchPolicy=Exact,patch=`{"matchConditions":[{"name":"create-or-spec-change","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
+// +kubebuilder:webhook:path=/mutate-apps-example-com-v2-webapp,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v2,name=mwebapp-v2.kb.io,admissionReviewVersions=v1,matchPolicy=Exact,patch=`{"matchConditions":[{"name":"create-or-spec-change","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
+// +kubebuilder:webhook:path=/validate-apps-example-com-v2-webapp,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps.example.com,resources=webapps,verbs=create;update,versions=v2,name=vwebapp-v2.kb.io,admissionReviewVersions=v1,matchPolicy=Exact,patch=`{"matchConditions":[{"name":"create-or-spec-change","expression":"request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"}]}`
 
 // Setup registers the WebApp webhooks with mgr's webhook server: v1's, and
 // v2's, whose registration also serves /convert (controller-runtime's
