@@ -299,5 +299,5 @@ helm-install: tools ## Install or upgrade the chart in the current cluster (name
 	$(HELM) upgrade --install $(HELM_RELEASE) charts/webapp-operator --namespace $(HELM_NAMESPACE) $(HELM_ARGS)
 
 .PHONY: helm-uninstall
-helm-uninstall: tools ## Uninstall the chart (the CRD stays, as Helm keeps crds/: `make uninstall` removes it).
+helm-uninstall: tools ## Uninstall the chart (the CRD stays: helm.sh/resource-policy keep; `make uninstall` removes it).
 	$(HELM) uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --ignore-not-found

@@ -50,35 +50,113 @@ type processSpec struct {
 	env  []string
 }
 
-// kill SIGKILLs the component and returns how to start it again, once
-// the process is gone.
-func (c *controlPlaneComponent) kill(ctx context.Context) (processSpec, error) {
+// inspect returns the component's running process and how to start it
+// again as it is.
+func (c *controlPlaneComponent) inspect() (int, processSpec, error) {
 	b, err := os.ReadFile(c.pidFile())
 	if err != nil {
-		return processSpec{}, fmt.Errorf("%s: %w", c.name, err)
+		return 0, processSpec{}, fmt.Errorf("%s: %w", c.name, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return processSpec{}, fmt.Errorf("%s: pid file %s: %w", c.name, c.pidFile(), err)
+		return 0, processSpec{}, fmt.Errorf("%s: pid file %s: %w", c.name, c.pidFile(), err)
 	}
 	proc := fmt.Sprintf("/proc/%d", pid)
 	cmdline, err := os.ReadFile(proc + "/cmdline")
 	if err != nil {
-		return processSpec{}, fmt.Errorf("%s (pid %d): %w", c.name, pid, err)
+		return 0, processSpec{}, fmt.Errorf("%s (pid %d): %w", c.name, pid, err)
 	}
 	spec := processSpec{argv: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")}
-	// Never signal a process that is not this cluster's component.
+	// Never touch a process that is not this cluster's component.
 	if len(spec.argv) == 0 || !strings.HasPrefix(spec.argv[0], c.workdir+"/") {
-		return processSpec{}, fmt.Errorf("%s: pid %d runs %q, not a binary of %s", c.name, pid, spec.argv, c.workdir)
+		return 0, processSpec{}, fmt.Errorf("%s: pid %d runs %q, not a binary of %s", c.name, pid, spec.argv, c.workdir)
 	}
 	if spec.dir, err = os.Readlink(proc + "/cwd"); err != nil {
-		return processSpec{}, fmt.Errorf("%s (pid %d): %w", c.name, pid, err)
+		return 0, processSpec{}, fmt.Errorf("%s (pid %d): %w", c.name, pid, err)
 	}
 	environ, err := os.ReadFile(proc + "/environ")
 	if err != nil {
-		return processSpec{}, fmt.Errorf("%s (pid %d): %w", c.name, pid, err)
+		return 0, processSpec{}, fmt.Errorf("%s (pid %d): %w", c.name, pid, err)
 	}
 	spec.env = strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
+	return pid, spec, nil
+}
+
+// running says whether the process in the component's pid file is alive
+// (not gone, not a zombie).
+func (c *controlPlaneComponent) running() bool {
+	b, err := os.ReadFile(c.pidFile())
+	if err != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := bytes.Fields(stat)
+	return len(fields) > 2 && string(fields[2]) != "Z"
+}
+
+// supervise restarts the named components whenever they exit, as a
+// kubelet restarts static control-plane pods (kwokctl's binary runtime
+// does not): kube-controller-manager and kube-scheduler exit on purpose
+// when they lose their leader Lease, which an apiserver down for longer
+// than their renew deadline makes them do. It returns after capturing
+// every component's command line; stop ends the supervision and reports
+// the restarts.
+func (h *Harness) supervise(ctx context.Context, names ...string) (stop func() []string, err error) {
+	type watched struct {
+		c    *controlPlaneComponent
+		spec processSpec
+	}
+	var ws []watched
+	for _, n := range names {
+		c, err := h.component(n)
+		if err != nil {
+			return nil, err
+		}
+		_, spec, err := c.inspect()
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, watched{c, spec})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan []string)
+	go func() {
+		var restarts []string
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for _, w := range ws {
+				if w.c.running() {
+					continue
+				}
+				if err := w.c.start(w.spec); err != nil {
+					restarts = append(restarts, fmt.Sprintf("%s: restart failed: %v", w.c.name, err))
+					continue
+				}
+				restarts = append(restarts, fmt.Sprintf("%s restarted at %s", w.c.name, time.Now().Format(time.TimeOnly)))
+			}
+			select {
+			case <-ctx.Done():
+				done <- restarts
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() []string { cancel(); return <-done }, nil
+}
+
+// kill SIGKILLs the component and returns how to start it again, once
+// the process is gone.
+func (c *controlPlaneComponent) kill(ctx context.Context) (processSpec, error) {
+	pid, spec, err := c.inspect()
+	if err != nil {
+		return processSpec{}, err
+	}
+	proc := fmt.Sprintf("/proc/%d", pid)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return processSpec{}, fmt.Errorf("killing %s (pid %d): %w", c.name, pid, err)
 	}

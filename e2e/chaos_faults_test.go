@@ -105,6 +105,17 @@ func chaosAPIServerRestart() features.Feature {
 			if err := createDatabase(ctx, sc.c, sc.ns); err != nil {
 				t.Fatal(err)
 			}
+			// On a real control plane the kubelet restarts these when they
+			// exit after losing their Lease to the apiserver's outage.
+			stopSupervising, err := harness.supervise(ctx, "kube-controller-manager", "kube-scheduler")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if restarts := stopSupervising(); len(restarts) > 0 {
+					t.Logf("control-plane supervisor: %s", strings.Join(restarts, "; "))
+				}
+			}()
 			if err := operator.primary.stop(); err != nil {
 				t.Fatal(err)
 			}

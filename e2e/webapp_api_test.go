@@ -27,16 +27,22 @@ func TestWebAppAPI(t *testing.T) {
 		Assess("kubectl explain shows the field documentation", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			// kubectl wraps long descriptions: compare with whitespace folded.
 			fold := func(s string) string { return strings.Join(strings.Fields(s), " ") }
-			spec := fold(harness.MustKubectl(ctx, t, "explain", "webapp.spec"))
-			for _, want := range []string{
-				"image is the container image to run. It must carry a tag or a digest",
-				"replicas is the number of pods to run, 1 to 100. Defaults to 1.",
-				"dbRef names the app's database",
-				"resources are the CPU and memory each pod requests and is limited to.",
-				"image <string> -required-",
+			// v1 is still served: its documentation is there too.
+			for version, wants := range map[string][]string{
+				"apps.example.com/v1": {"dbRef names the app's database", "resources are the CPU and memory each pod requests and is limited to."},
+				"apps.example.com/v2": {"database is the app's database", "requests are the CPU and memory the scheduler reserves"},
 			} {
-				if !strings.Contains(spec, want) {
-					t.Errorf("kubectl explain webapp.spec: missing %q in:\n%s", want, spec)
+				spec := fold(harness.MustKubectl(ctx, t, "explain", "--api-version="+version, "webapp.spec"))
+				if version == "apps.example.com/v2" {
+					spec += fold(harness.MustKubectl(ctx, t, "explain", "--api-version="+version, "webapp.spec.resources"))
+				}
+				for _, want := range append(wants,
+					"image is the container image to run. It must carry a tag or a digest",
+					"replicas is the number of pods to run, 1 to 100. Defaults to 1.",
+					"image <string> -required-") {
+					if !strings.Contains(spec, want) {
+						t.Errorf("kubectl explain --api-version=%s webapp.spec: missing %q in:\n%s", version, want, spec)
+					}
 				}
 			}
 			if got := fold(harness.MustKubectl(ctx, t, "explain", "wa.status.conditions")); !strings.Contains(got, "conditions are Ready, Reconciling, Stalled (kstatus), DatabaseReady and Available, one of each type.") {

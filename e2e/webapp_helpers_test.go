@@ -95,8 +95,13 @@ func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what s
 	trace := os.Getenv("E2E_TRACE") != ""
 	err := wait.For(func(ctx context.Context) (bool, error) {
 		prev := state
-		var done bool
-		done, state, last = check(ctx)
+		done, st, err := check(ctx)
+		if ctx.Err() != nil && !done {
+			// Cut off by the deadline: keep the last real state and error
+			// for the failure message.
+			return false, nil
+		}
+		state, last = st, err
 		if trace && state != prev {
 			t.Logf("%s: after %v: %s", what, time.Since(start).Round(10*time.Millisecond), state)
 		}
