@@ -209,7 +209,13 @@ func TestBundleInstalls(t *testing.T) {
 		ra("create", "events.k8s.io", "events", "", "shop", ""),
 		ra("create", "coordination.k8s.io", "leases", "", olmNamespace, ""),
 		ra("update", "coordination.k8s.io", "leases", "", olmNamespace, "webapp-operator.apps.example.com"),
+		// The route registry: its shards by name, the legacy map by name
+		// (migrated away), and list/watch in the operator's namespace.
+		ra("patch", "", "configmaps", "", olmNamespace, "webapp-registry-00"),
+		ra("patch", "", "configmaps", "", olmNamespace, "webapp-registry-15"),
 		ra("patch", "", "configmaps", "", olmNamespace, "webapp-registry"),
+		ra("delete", "", "configmaps", "", olmNamespace, "webapp-registry"),
+		ra("list", "", "configmaps", "", olmNamespace, ""),
 		ra("create", "authentication.k8s.io", "tokenreviews", "", "", ""),
 		// The storage version migration.
 		ra("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", crdName),
@@ -219,6 +225,9 @@ func TestBundleInstalls(t *testing.T) {
 	}
 	for _, a := range []authorizationv1.ResourceAttributes{
 		ra("get", "", "secrets", "", olmNamespace, "webapp-webhook-server-cert"),
+		ra("patch", "", "configmaps", "", olmNamespace, "webapp-registry-16"),
+		ra("patch", "", "configmaps", "", olmNamespace, "other"),
+		ra("list", "", "configmaps", "", "shop", ""),
 		ra("create", "", "secrets", "", olmNamespace, ""),
 		ra("update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "vwebapp-v1.kb.io"),
 		ra("delete", "apps.example.com", "webapps", "", "shop", "web"),
