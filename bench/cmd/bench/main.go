@@ -304,11 +304,29 @@ func write(repo, out string, logf func(string, ...any), reports ...*bench.Report
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(repo, out)
 	}
+	if old, err := os.ReadFile(out); err == nil {
+		md = keepAnalysis(string(old), md)
+	}
 	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
 		return err
 	}
 	logf("wrote %s", out)
 	return nil
+}
+
+// analysisMarker starts the hand-written part of the page (what the
+// figures mean, where reconcilekit is behind and why), which a new run
+// keeps: the figures are regenerated, the reading of them is not.
+const analysisMarker = "<!-- analysis: written by hand, kept by make bench -->"
+
+// keepAnalysis appends old's hand-written part, from analysisMarker on, to
+// the freshly rendered md.
+func keepAnalysis(old, md string) string {
+	i := strings.Index(old, analysisMarker)
+	if i < 0 {
+		return md
+	}
+	return strings.TrimRight(md, "\n") + "\n\n" + old[i:]
 }
 
 // clusterEnv is the environment of hack/cluster.sh for the bench's own
