@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/reconcilekit/reconcilekit/bench/idiomatic"
@@ -138,6 +140,9 @@ func TestIdiomaticConverges(t *testing.T) {
 		require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: registryNS, Name: idiomatic.RegistryName}, &cm))
 		return [3]string{a.ResourceVersion, d.ResourceVersion, cm.ResourceVersion}
 	}
+	// The manager's controller runs too: wait until it has nothing queued
+	// or running, so what changes below is the direct pass's doing.
+	waitControllerIdle(t, idiomatic.ControllerName, within)
 	before := rvs()
 	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 	require.NoError(t, err)
@@ -228,4 +233,31 @@ func TestIdiomaticShardedRegistry(t *testing.T) {
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		assert.Empty(ct, entries(ct))
 	}, 30*time.Second, 50*time.Millisecond)
+}
+
+// waitControllerIdle polls controller-runtime's metrics until the named
+// controller has no queued item and no running reconcile.
+func waitControllerIdle(t *testing.T, controller string, within time.Duration) {
+	t.Helper()
+	gauge := func(families []*dto.MetricFamily, name, label string) float64 {
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == label && l.GetValue() == controller {
+						return m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		return -1
+	}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		families, err := crmetrics.Registry.Gather()
+		require.NoError(ct, err)
+		assert.Zero(ct, gauge(families, "workqueue_depth", "name"), "queued")
+		assert.Zero(ct, gauge(families, "controller_runtime_active_workers", "controller"), "running")
+	}, within, 50*time.Millisecond)
 }
