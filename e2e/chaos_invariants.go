@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -144,7 +145,7 @@ func (iv *invariants) check(ctx context.Context) (violations []string, converged
 		}
 		for _, e := range entries {
 			if m, known := iv.model[name]; !known || m.Deleted {
-				add(name, "the route registry (%s) still holds %s=%s for a WebApp that does not exist", e.configMap, key, e.value)
+				add(name, "the route registry (%s) still holds %s=%s for a WebApp that does not exist (written by: %s)", e.configMap, key, e.value, e.writers)
 			} else if shard := registryShard(iv.ns, name); e.configMap != shard {
 				add(name, "the route registry holds %s=%s in %s, not in its shard %s", key, e.value, e.configMap, shard)
 			}
@@ -310,9 +311,39 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[max(0, min(rank, len(sorted)-1))]
 }
 
-// registryEntry is one key of the route registry: its value and the
-// ConfigMap that holds it.
-type registryEntry struct{ configMap, value string }
+// registryEntry is one key of the route registry: its value, the
+// ConfigMap that holds it, and who wrote it (the field managers owning the
+// key, from managedFields: for a failure message, since a leftover entry's
+// writer is the first thing to know).
+type registryEntry struct{ configMap, value, writers string }
+
+// keyWriters lists the managers whose managedFields own data key, with
+// their operation and time.
+func keyWriters(cm *corev1.ConfigMap, key string) string {
+	var out []string
+	for _, mf := range cm.ManagedFields {
+		if mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Data map[string]json.RawMessage `json:"f:data"`
+		}
+		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		if _, ok := fields.Data["f:"+key]; ok {
+			at := ""
+			if mf.Time != nil {
+				at = mf.Time.UTC().Format("15:04:05")
+			}
+			out = append(out, fmt.Sprintf("%s %s at %s", mf.Manager, mf.Operation, at))
+		}
+	}
+	if len(out) == 0 {
+		return "no manager owns it"
+	}
+	return strings.Join(out, ", ")
+}
 
 // routeRegistry is every key of the route registry's ConfigMaps.
 type routeRegistry map[string][]registryEntry
@@ -343,9 +374,10 @@ func readRegistry(ctx context.Context, c client.Client, ns string) (routeRegistr
 		return nil, fmt.Errorf("reading the legacy route registry: %w", err)
 	}
 	r := routeRegistry{}
-	for _, cm := range cms {
+	for i := range cms {
+		cm := &cms[i]
 		for key, value := range cm.Data {
-			r[key] = append(r[key], registryEntry{configMap: cm.Name, value: value})
+			r[key] = append(r[key], registryEntry{configMap: cm.Name, value: value, writers: keyWriters(cm, key)})
 		}
 	}
 	return r, nil
