@@ -328,7 +328,7 @@ func keyWriters(cm *corev1.ConfigMap, key string) string {
 		var fields struct {
 			Data map[string]json.RawMessage `json:"f:data"`
 		}
-		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		if _, ok := fields.Data["f:"+key]; ok {
