@@ -343,7 +343,6 @@ func (bi *bundleInstall) startOperator(ctx context.Context, t *testing.T) {
 }
 
 func (bi *bundleInstall) installWebhooks(ctx context.Context, t *testing.T) {
-	b := bi.bundle
 	// OLM points every webhook at its Service; kwok cannot route to a pod,
 	// so the apiserver calls the host process directly.
 	endpoint := func(d v1alpha1.WebhookDescription) *string {
@@ -354,14 +353,21 @@ func (bi *bundleInstall) installWebhooks(ctx context.Context, t *testing.T) {
 		u := fmt.Sprintf("https://127.0.0.1:%d%s", bi.proc.webhookPort, path)
 		return &u
 	}
-	configs, err := b.webhookConfigurations(bi.namespace, bi.cert.caPEM, endpoint)
+	bi.wireWebhooks(ctx, t, endpoint)
+}
+
+// wireWebhooks installs the webhook configurations and the CRDs'
+// conversion from the bundle's webhookdefinitions, calling endpoint (nil:
+// OLM's Service), and checks that admission goes through them.
+func (bi *bundleInstall) wireWebhooks(ctx context.Context, t *testing.T, endpoint webhookEndpoint) {
+	configs, err := bi.bundle.webhookConfigurations(bi.namespace, bi.cert.caPEM, endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range configs {
 		bi.apply(ctx, t, o)
 	}
-	converted, err := b.setConversion(ctx, bi.c, bi.namespace, bi.cert.caPEM, endpoint)
+	converted, err := bi.bundle.setConversion(ctx, bi.c, bi.namespace, bi.cert.caPEM, endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -753,18 +759,5 @@ func (bi *bundleInstall) deployOnKind(ctx context.Context, t *testing.T) {
 	})
 
 	// OLM's own: every webhook through the Service, with its CA.
-	service0 := func(v1alpha1.WebhookDescription) *string { return nil }
-	configs, err := b.webhookConfigurations(bi.namespace, bi.cert.caPEM, service0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range configs {
-		bi.apply(ctx, t, o)
-	}
-	converted, err := b.setConversion(ctx, bi.c, bi.namespace, bi.cert.caPEM, service0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d webhook configurations; conversion webhook on %v", len(configs), converted)
-	bi.checkAdmission(ctx, t)
+	bi.wireWebhooks(ctx, t, func(v1alpha1.WebhookDescription) *string { return nil })
 }
