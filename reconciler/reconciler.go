@@ -128,6 +128,9 @@ type Reconciler[T Object] struct {
 	// stalled and overdue feed reconcilekit_stalled_objects and
 	// reconcilekit_cleanup_overdue_objects.
 	stalled, cleanupOverdue *objectSet
+	// seen holds, per key, what passes saw of the object ahead of the
+	// cache; a pass never acts on an older cached copy.
+	seen *horizon
 }
 
 var _ reconcile.Reconciler = &Reconciler[Object]{}
@@ -164,7 +167,8 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 	}
 	r := &Reconciler[T]{opts: opts, newObject: newFunc[T](),
 		stalled:        newObjectSet(stalledObjects.WithLabelValues(opts.Name)),
-		cleanupOverdue: newObjectSet(cleanupOverdueObjects.WithLabelValues(opts.Name))}
+		cleanupOverdue: newObjectSet(cleanupOverdueObjects.WithLabelValues(opts.Name)),
+		seen:           newHorizon()}
 	ready := opts.Ready
 	if ready == nil {
 		for _, s := range opts.Steps {
@@ -301,6 +305,11 @@ func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...st
 //
 // Guarantees:
 //   - A missing object ends the pass without error.
+//   - A pass never acts on a cached copy older than one an earlier pass
+//     saw from the apiserver (its own writes' answers, conflict re-reads):
+//     it makes no request and requeues until the cache catches up. So a
+//     pass cannot redo, from a stale live copy, what the cleanup of an
+//     object already deleted undid.
 //   - A paused object (PausedAnnotation) gets Paused=True and nothing else.
 //   - A deleting object runs Cleanup; otherwise the finalizer is ensured
 //     before any step runs, so no owned state can be created unguarded.
@@ -329,13 +338,28 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		if apierrors.IsNotFound(err) {
 			r.stalled.set(req.NamespacedName, false)
 			r.cleanupOverdue.set(req.NamespacedName, false)
+			r.seen.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting %s: %w", req, err)
 	}
+	readRV := obj.GetResourceVersion()
+	if seen, behind := r.seen.behind(req.NamespacedName, obj); behind {
+		// The watch event of the newer copy will start another pass; the
+		// requeue covers predicates that filter that event out.
+		log.V(1).Info("cache is behind an earlier pass; waiting for it", "cached", readRV, "seen", seen)
+		return ctrl.Result{RequeueAfter: cacheLagRequeue}, nil
+	}
 	// Whatever path the pass takes, obj (changed in place) ends as what it
 	// computed and wrote.
-	defer r.track(req.NamespacedName, obj)
+	defer func() {
+		finalized := ""
+		if len(r.opts.Cleanup) > 0 && !obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
+			finalized = r.opts.Finalizer
+		}
+		r.seen.record(req.NamespacedName, readRV, obj, finalized)
+		r.track(req.NamespacedName, obj)
+	}()
 	orig := obj.DeepCopyObject().(T)
 	scope := &Scope[T]{
 		Object:   obj,

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
@@ -237,5 +238,74 @@ func TestEventNoteCutOnARuneBoundary(t *testing.T) {
 			assert.True(t, utf8.ValidString(evs[0]), "event note is valid UTF-8")
 			assert.Contains(t, evs[0], "…")
 		})
+	}
+}
+
+// A pass whose finalizer patch conflicts re-reads the object through the
+// APIReader; when that copy is deleting, the pass runs cleanup and removes
+// the finalizer, and the object is gone before the cache has seen any of
+// it. The next pass, woken by the cleanup's own writes, then reads an older
+// live copy from the cache. It must not act on it: before the fix it ran
+// the steps again and re-registered the deleted object, an entry nothing
+// would ever remove (the e2e chaos suite's "registry holds a deleted
+// WebApp"). The cache here is frozen at chosen copies, one reconciler
+// serving every pass as in a controller.
+func TestPassNeverActsBehindAnEarlierPass(t *testing.T) {
+	var fc frozenCache
+	registry := map[string]bool{}
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+		Steps: []widgetStep{{Name: "register", Run: func(_ context.Context, s *scope) reconciler.Outcome {
+			registry[string(s.Object.UID)] = true
+			return reconciler.Continue()
+		}}},
+		Finalizer: cleanupFinalizer,
+		Cleanup: []widgetStep{{Name: "deregister", Run: func(_ context.Context, s *scope) reconciler.Outcome {
+			delete(registry, string(s.Object.UID))
+			return reconciler.Continue()
+		}}},
+	})
+	f.sync()
+	f.useClient(fc.client(f.m.Client))
+	ref := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.req.Namespace, Name: f.req.Name}}
+	asCreated := f.get()
+	pass := func(cached *testv1.Widget) (reconcile.Result, error) {
+		t.Helper()
+		fc.thaw()
+		if cached != nil {
+			fc.frozen = map[frozenKey]client.Object{keyOf(ref, f.req.NamespacedName): cached.DeepCopy()}
+		} else {
+			f.sync()
+		}
+		f.c.Reset()
+		return f.r.Reconcile(f.ctx, f.req)
+	}
+
+	_, err := pass(nil)
+	require.NoError(t, err, "the first pass")
+	require.True(t, registry[string(asCreated.UID)])
+	live := f.get()
+	require.Contains(t, live.Finalizers, cleanupFinalizer)
+	require.NoError(t, env.Client.Delete(f.ctx, live))
+
+	// The cache still serves the copy from before the first pass.
+	res, err := pass(asCreated)
+	require.NoError(t, err)
+	assert.Zero(t, f.c.Mutations(), "a pass behind an earlier one writes nothing:\n%s", f.c)
+	assert.Positive(t, res.RequeueAfter, "and comes back in case no event wakes it")
+
+	// Then the copy the first pass left, and at last the truth: cleanup.
+	_, err = pass(live)
+	require.NoError(t, err)
+	_, err = pass(nil)
+	require.NoError(t, err)
+	require.True(t, widgetGone(t, f), "cleanup removed the finalizer")
+	require.Empty(t, registry, "cleanup deregistered")
+
+	// The cache may still serve the live copy after the deletion.
+	for _, stale := range []*testv1.Widget{live, asCreated} {
+		_, err = pass(stale)
+		require.NoError(t, err)
+		assert.Empty(t, registry, "a stale pass re-registered a deleted object (cached resourceVersion %s)", stale.ResourceVersion)
+		assert.Zero(t, f.c.Mutations(), "%s", f.c)
 	}
 }
