@@ -45,8 +45,13 @@ type passClient struct {
 	client.Client
 	n *atomic.Int64
 
-	mu      sync.Mutex
-	written map[writtenKey]map[string]any
+	mu sync.Mutex
+	// written holds deep copies of the server's answers, typed or
+	// unstructured as the write was. Most are never read back, or read
+	// back in the same form; a deep copy costs a fifth of converting to
+	// unstructured (BenchmarkRecordWrite), which only a read in the other
+	// form pays.
+	written map[writtenKey]client.Object
 }
 
 type writtenKey struct {
@@ -75,25 +80,20 @@ func (c *passClient) record(obj runtime.Object) {
 	if err != nil {
 		return
 	}
-	m, err := toUnstructured(obj)
-	if err != nil {
-		return
-	}
-	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
 	k := writtenKey{gvk: gvk, key: client.ObjectKeyFromObject(co)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.written == nil {
-		c.written = map[writtenKey]map[string]any{}
+		c.written = map[writtenKey]client.Object{}
 	}
-	if prev, ok := c.written[k]; ok && !newer(co.GetResourceVersion(), rvOf(prev)) {
+	if prev, ok := c.written[k]; ok && !newer(co.GetResourceVersion(), prev.GetResourceVersion()) {
 		return
 	}
-	c.written[k] = m
+	c.written[k] = co.DeepCopyObject().(client.Object)
 }
 
 // lookup returns the written copy of key, if the pass wrote it.
-func (c *passClient) lookup(gvk schema.GroupVersionKind, key client.ObjectKey) (map[string]any, bool) {
+func (c *passClient) lookup(gvk schema.GroupVersionKind, key client.ObjectKey) (client.Object, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, ok := c.written[writtenKey{gvk: gvk, key: key}]
@@ -131,10 +131,10 @@ func (c *passClient) Get(ctx context.Context, key client.ObjectKey, obj client.O
 		return err
 	}
 	w, ok := c.lookup(gvk, key)
-	if !ok || (err == nil && !newer(rvOf(w), obj.GetResourceVersion())) {
+	if !ok || (err == nil && !newer(w.GetResourceVersion(), obj.GetResourceVersion())) {
 		return err
 	}
-	if cerr := fromUnstructured(w, obj); cerr != nil {
+	if cerr := copyInto(w, gvk, obj); cerr != nil {
 		return fmt.Errorf("reading the object this pass wrote: %w", cerr)
 	}
 	return nil
@@ -163,9 +163,8 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 	if err != nil {
 		return fmt.Errorf("laying this pass's writes over %T: %w", list, err)
 	}
-	matches := func(w map[string]any) bool {
-		u := unstructured.Unstructured{Object: w}
-		return lo.LabelSelector == nil || lo.LabelSelector.Matches(labels.Set(u.GetLabels()))
+	matches := func(w client.Object) bool {
+		return lo.LabelSelector == nil || lo.LabelSelector.Matches(labels.Set(w.GetLabels()))
 	}
 	seen := map[client.ObjectKey]bool{}
 	changed := false
@@ -178,12 +177,12 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 		}
 		key := client.ObjectKeyFromObject(o)
 		seen[key] = true
-		if w, ok := c.lookup(gvk, key); ok && newer(rvOf(w), o.GetResourceVersion()) {
+		if w, ok := c.lookup(gvk, key); ok && newer(w.GetResourceVersion(), o.GetResourceVersion()) {
 			changed = true
 			if !matches(w) {
 				continue
 			}
-			if err := fromUnstructured(w, o); err != nil {
+			if err := copyInto(w, gvk, o); err != nil {
 				return fmt.Errorf("reading an object this pass wrote: %w", err)
 			}
 		}
@@ -191,7 +190,7 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 	}
 	items = kept
 	c.mu.Lock()
-	var missing []map[string]any
+	var missing []client.Object
 	for k, w := range c.written {
 		if k.gvk != gvk || seen[k.key] || (lo.Namespace != "" && lo.Namespace != k.key.Namespace) || !matches(w) {
 			continue
@@ -204,7 +203,7 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 		if err != nil {
 			return fmt.Errorf("laying this pass's writes over %T: %w", list, err)
 		}
-		if err := fromUnstructured(w, o); err != nil {
+		if err := copyInto(w, gvk, o); err != nil {
 			return fmt.Errorf("reading an object this pass wrote: %w", err)
 		}
 		items = append(items, o)
@@ -356,28 +355,32 @@ func newer(a, b string) bool {
 	return cmp > 0
 }
 
-func rvOf(m map[string]any) string {
-	rv, _, _ := unstructured.NestedString(m, "metadata", "resourceVersion")
-	return rv
-}
-
-func toUnstructured(obj runtime.Object) (map[string]any, error) {
-	if u, ok := obj.(runtime.Unstructured); ok {
-		return runtime.DeepCopyJSON(u.UnstructuredContent()), nil
-	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-}
-
-// fromUnstructured replaces obj's content with a deep copy of m.
-func fromUnstructured(m map[string]any, obj runtime.Object) error {
-	m = runtime.DeepCopyJSON(m)
-	if u, ok := obj.(runtime.Unstructured); ok {
-		u.SetUnstructuredContent(m)
-		return nil
-	}
+// copyInto replaces obj's content with a deep copy of w, the written copy
+// of an object of kind gvk: directly when both are of the same Go type,
+// through the unstructured form otherwise (a typed write read back as
+// unstructured, or the reverse).
+func copyInto(w client.Object, gvk schema.GroupVersionKind, obj runtime.Object) error {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return fmt.Errorf("%T is not a pointer", obj)
+	}
+	if reflect.TypeOf(w) == v.Type() {
+		v.Elem().Set(reflect.ValueOf(w.DeepCopyObject()).Elem())
+		return nil
+	}
+	var m map[string]any
+	if u, ok := w.(runtime.Unstructured); ok {
+		m = runtime.DeepCopyJSON(u.UnstructuredContent())
+	} else {
+		var err error
+		if m, err = runtime.DefaultUnstructuredConverter.ToUnstructured(w); err != nil {
+			return err
+		}
+	}
+	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	if u, ok := obj.(runtime.Unstructured); ok {
+		u.SetUnstructuredContent(m)
+		return nil
 	}
 	v.Elem().Set(reflect.Zero(v.Elem().Type()))
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, obj)
