@@ -490,3 +490,20 @@ func BenchmarkUnchanged(b *testing.B) {
 		}
 	}
 }
+
+// A kind's schema keeps only the types it reaches: the whole built-in
+// schema is about 1 MiB parsed, and an operator compares two or three kinds.
+func TestSchemaKeepsOnlyReachableTypes(t *testing.T) {
+	ts := builtinOf(t, deploymentGVK)
+	names := map[string]bool{}
+	for _, td := range ts.schema.Types {
+		names[td.Name] = true
+	}
+	for _, want := range []string{"io.k8s.api.apps.v1.Deployment", "io.k8s.api.core.v1.Container", quantityType} {
+		assert.True(t, names[want], "a Deployment reaches %s", want)
+	}
+	for _, not := range []string{"io.k8s.api.core.v1.Pod", "io.k8s.api.core.v1.Service", "io.k8s.api.apps.v1.StatefulSet"} {
+		assert.False(t, names[not], "a Deployment does not reach %s", not)
+	}
+	assert.Less(t, len(ts.schema.Types), 200, "of the ~960 built-in types")
+}
