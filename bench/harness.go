@@ -66,6 +66,9 @@ type Config struct {
 	// route registry spreads over (0: one), for the report: Idiomatic
 	// sets it on the command line.
 	IdiomaticRegistryShards int
+	// ProfileDir, when set, is where each operator's CPU profile of each
+	// phase and its heap after it are written (see Operator.Profile).
+	ProfileDir string `json:"-"`
 	// Ours, Idiomatic and Baseline start the three operators; a nil
 	// Idiomatic skips that peer.
 	Ours, Idiomatic, Baseline Command `json:"-"`
@@ -470,7 +473,7 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 	var err error
 	res.Startup.Server, err = h.window(ctx, func() error {
 		start := time.Now()
-		if op, err = StartOperator(ctx, name, cmd, h.upstream, h.cfg.WorkDir); err != nil {
+		if op, err = StartOperator(ctx, name, cmd, h.upstream, h.cfg.WorkDir, h.cfg.ProfileDir != ""); err != nil {
 			return err
 		}
 		_, err := op.WaitQuiet(ctx, 0, h.cfg.QuietFor, h.cfg.Timeout)
@@ -544,9 +547,20 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 }
 
 // phase measures fn on op: requests on the wire and on the server, CPU,
-// reconciles and their latency. fn sets Elapsed.
-func (h *harness) phase(ctx context.Context, op *Operator, fn func(p *Phase, before OperatorStats) error) (Phase, error) {
+// reconciles and their latency. fn sets Elapsed. label names the phase's
+// profiles.
+func (h *harness) phase(ctx context.Context, op *Operator, label string, fn func(p *Phase, before OperatorStats) error) (Phase, error) {
 	var p Phase
+	if h.cfg.ProfileDir != "" {
+		pctx, stop := context.WithCancel(ctx)
+		profiled := op.Profile(pctx, h.cfg.ProfileDir, label)
+		defer func() {
+			stop()
+			if err := <-profiled; err != nil {
+				h.cfg.Logf("%s: profiling %s: %v", op.Name, label, err)
+			}
+		}()
+	}
 	before, err := op.Stats(ctx)
 	if err != nil {
 		return p, err
@@ -622,7 +636,7 @@ func (h *harness) waitReady(ctx context.Context, ns, image string) error {
 // update sets a new image on every WebApp and waits until every
 // Deployment has rolled it out and every WebApp is Ready again.
 func (h *harness) update(ctx context.Context, op *Operator, ns string) (Phase, error) {
-	return h.phase(ctx, op, func(p *Phase, before OperatorStats) error {
+	return h.phase(ctx, op, "update", func(p *Phase, before OperatorStats) error {
 		start := time.Now()
 		patch := fmt.Appendf(nil, `{"spec":{"image":%q}}`, UpdatedImage)
 		if err := h.parallel(ctx, h.cfg.N, func(ctx context.Context, i int) error {
@@ -648,7 +662,7 @@ func (h *harness) update(ctx context.Context, op *Operator, ns string) (Phase, e
 // delete deletes every WebApp in ns and waits until the operator has
 // finalized them all and gone idle.
 func (h *harness) delete(ctx context.Context, op *Operator, ns string) (Phase, error) {
-	return h.phase(ctx, op, func(p *Phase, before OperatorStats) error {
+	return h.phase(ctx, op, "delete", func(p *Phase, before OperatorStats) error {
 		start := time.Now()
 		if err := h.c.DeleteAllOf(ctx, &webappv1.WebApp{}, client.InNamespace(ns)); err != nil {
 			return fmt.Errorf("deleting the WebApps in %s: %w", ns, err)
@@ -667,7 +681,7 @@ func (h *harness) delete(ctx context.Context, op *Operator, ns string) (Phase, e
 }
 
 func (h *harness) converge(ctx context.Context, op *Operator, ns string) (Phase, error) {
-	return h.phase(ctx, op, func(p *Phase, before OperatorStats) error {
+	return h.phase(ctx, op, "converge", func(p *Phase, before OperatorStats) error {
 		start := time.Now()
 		if err := h.parallel(ctx, h.cfg.N, func(ctx context.Context, i int) error {
 			return h.c.Create(ctx, &webappv1.WebApp{
@@ -693,7 +707,7 @@ func (h *harness) converge(ctx context.Context, op *Operator, ns string) (Phase,
 
 func (h *harness) resync(ctx context.Context, op *Operator, ns string) (Phase, error) {
 	stamp := time.Now().UTC().Format(time.RFC3339Nano)
-	return h.phase(ctx, op, func(p *Phase, before OperatorStats) error {
+	return h.phase(ctx, op, "resync", func(p *Phase, before OperatorStats) error {
 		start := time.Now()
 		if err := h.parallel(ctx, h.cfg.N, func(ctx context.Context, i int) error {
 			app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: objectName(i)}}

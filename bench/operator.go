@@ -3,7 +3,9 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -40,6 +42,8 @@ type Operator struct {
 	proxy      *http.Server
 	metricsURL string
 	log        string
+	// pprofURL is the operator's /debug/pprof/ (empty: not profiled).
+	pprofURL string
 	// scrapes counts the bench's reads of the metrics endpoint, whose own
 	// CPU cost (ScrapeCPU each) is taken out of the phases' CPU figures.
 	scrapes atomic.Int64
@@ -50,8 +54,10 @@ type Operator struct {
 
 // StartOperator starts cmd with a kubeconfig that points at a counting
 // proxy to upstream, and waits until its metrics endpoint answers. Its
-// output goes to workDir/<name>.log.
-func StartOperator(ctx context.Context, name string, cmd Command, upstream *rest.Config, workDir string) (*Operator, error) {
+// output goes to workDir/<name>.log. With profile set, the command line
+// gets --pprof-bind-address (every operator here serves Go's pprof
+// endpoints with it; see Operator.Profile).
+func StartOperator(ctx context.Context, name string, cmd Command, upstream *rest.Config, workDir string, profile bool) (*Operator, error) {
 	op := &Operator{Name: name, Counter: NewCounter(), log: filepath.Join(workDir, name+".log")}
 	target, err := url.Parse(upstream.Host)
 	if err != nil || target.Host == "" {
@@ -87,6 +93,15 @@ func StartOperator(ctx context.Context, name string, cmd Command, upstream *rest
 	}
 	defer logFile.Close()
 	argv := cmd(metricsAddr)
+	if profile {
+		pprofAddr, err := freeAddr()
+		if err != nil {
+			_ = op.proxy.Close()
+			return nil, err
+		}
+		argv = append(argv, "--pprof-bind-address="+pprofAddr)
+		op.pprofURL = "http://" + pprofAddr + "/debug/pprof/"
+	}
 	op.cmd = exec.Command(argv[0], argv[1:]...)
 	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
@@ -359,4 +374,60 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error))
 func pollEvery(ctx context.Context, interval, timeout time.Duration, cond func() (bool, error)) error {
 	return wait.PollUntilContextTimeout(ctx, interval, timeout, true,
 		func(context.Context) (bool, error) { return cond() })
+}
+
+// profileChunk is the length of each CPU profile Profile takes: the phase's
+// profile is the chunks together (`go tool pprof` merges the files it is
+// given), and at most one chunk is cut off when the phase ends.
+const profileChunk = 5 * time.Second
+
+// Profile writes pprof profiles of the operator to dir/<name>-<label>-*.pprof
+// until ctx is done: CPU profiles back to back and, when ctx ends, the heap.
+// It does nothing for an operator started without profile. Profiling costs
+// the operator CPU, so the figures of a profiled run are not reported.
+func (op *Operator) Profile(ctx context.Context, dir, label string) <-chan error {
+	done := make(chan error, 1)
+	if op.pprofURL == "" {
+		done <- nil
+		return done
+	}
+	go func() {
+		var errs []error
+		for i := 0; ctx.Err() == nil; i++ {
+			file := filepath.Join(dir, fmt.Sprintf("%s-%s-cpu-%03d.pprof", op.Name, label, i))
+			err := fetchTo(ctx, op.pprofURL+fmt.Sprintf("profile?seconds=%d", int(profileChunk.Seconds())), file)
+			if err != nil && ctx.Err() == nil {
+				errs = append(errs, err)
+				break
+			}
+		}
+		// The heap once the phase is over, after a forced GC (gc=1).
+		hctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		errs = append(errs, fetchTo(hctx, op.pprofURL+"heap?gc=1", filepath.Join(dir, fmt.Sprintf("%s-%s-heap.pprof", op.Name, label))))
+		done <- errors.Join(errs...)
+	}()
+	return done
+}
+
+// fetchTo writes the body of GET url to file; a request cut off by ctx
+// leaves no file.
+func fetchTo(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return os.WriteFile(file, b, 0o644)
 }

@@ -200,10 +200,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Run runs the baseline operator against cfg until ctx is done, serving
-// controller-runtime's metrics (plain HTTP) on metricsAddr. The manager
+// controller-runtime's metrics (plain HTTP) on metricsAddr and Go's pprof
+// endpoints on pprofAddr (empty: none). The manager
 // has the scaffold's defaults: one cache of every watched kind in every
 // namespace, nothing stripped, no leader election.
-func Run(ctx context.Context, cfg *rest.Config, metricsAddr string) error {
+func Run(ctx context.Context, cfg *rest.Config, metricsAddr, pprofAddr string) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -215,6 +216,7 @@ func Run(ctx context.Context, cfg *rest.Config, metricsAddr string) error {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: "0",
+		PprofBindAddress:       pprofAddr,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the baseline manager: %w", err)

@@ -504,8 +504,9 @@ func Setup(mgr ctrl.Manager, namespace string, shards uint32) (*Reconciler, erro
 
 // Run runs the operator against cfg until ctx is done, serving
 // controller-runtime's metrics (plain HTTP) on metricsAddr, with the route
-// registry in namespace (sharded over shards ConfigMaps; 0: one).
-func Run(ctx context.Context, cfg *rest.Config, metricsAddr, namespace string, shards uint32) error {
+// registry in namespace (sharded over shards ConfigMaps; 0: one), and Go's
+// pprof endpoints on pprofAddr (empty: none).
+func Run(ctx context.Context, cfg *rest.Config, metricsAddr, pprofAddr, namespace string, shards uint32) error {
 	scheme, err := NewScheme()
 	if err != nil {
 		return err
@@ -514,6 +515,7 @@ func Run(ctx context.Context, cfg *rest.Config, metricsAddr, namespace string, s
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: "0",
+		PprofBindAddress:       pprofAddr,
 		Cache:                  CacheOptions(namespace),
 	})
 	if err != nil {

@@ -60,6 +60,7 @@ func main() {
 
 type flags struct {
 	metricsAddr, probeAddr string
+	pprofAddr              string
 	secureMetrics          bool
 	leaderElect            bool
 	namespace              string
@@ -76,6 +77,8 @@ func parseFlags() (flags, zap.Options) {
 		"Address of the metrics endpoint; \"0\" disables it. Served over HTTPS with authentication and authorization unless --metrics-secure=false.")
 	flag.BoolVar(&f.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for authenticated and authorized clients only.")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	flag.StringVar(&f.pprofAddr, "pprof-bind-address", "",
+		"Address of Go's /debug/pprof endpoints, for profiling (plain HTTP, unauthenticated: bind it to 127.0.0.1); empty disables them.")
 	flag.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader (a Lease), so only one of several replicas reconciles.")
 	flag.StringVar(&f.namespace, "namespace", envOr("POD_NAMESPACE", "webapp-system"),
 		"The operator's namespace: leader election Lease, webhook certificate Secret and route registry live here.")
@@ -142,6 +145,7 @@ func run() error {
 		Metrics:                 metricsOpts,
 		WebhookServer:           webhookServer,
 		HealthProbeBindAddress:  f.probeAddr,
+		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "webapp-operator.apps.example.com",
 		LeaderElectionNamespace: f.namespace,

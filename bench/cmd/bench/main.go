@@ -72,6 +72,7 @@ func main() {
 func runBaseline(args []string) error {
 	fs := flag.NewFlagSet("operator baseline", flag.ContinueOnError)
 	addr := fs.String("metrics-bind-address", "127.0.0.1:8080", "where to serve controller-runtime's metrics")
+	pprofAddr := fs.String("pprof-bind-address", "", "where to serve Go's pprof endpoints (empty: nowhere)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,7 +81,7 @@ func runBaseline(args []string) error {
 	if err != nil {
 		return err
 	}
-	return baseline.Run(ctrl.SetupSignalHandler(), cfg, *addr)
+	return baseline.Run(ctrl.SetupSignalHandler(), cfg, *addr, *pprofAddr)
 }
 
 // runIdiomatic is the child process of the idiomatic operator.
@@ -89,6 +90,7 @@ func runIdiomatic(args []string) error {
 	addr := fs.String("metrics-bind-address", "127.0.0.1:8080", "where to serve controller-runtime's metrics")
 	namespace := fs.String("namespace", bench.SystemNamespace, "the operator's namespace: the route registry lives here")
 	shards := fs.Uint("registry-shards", 0, "spread the route registry over this many ConfigMaps (0: the single ConfigMap)")
+	pprofAddr := fs.String("pprof-bind-address", "", "where to serve Go's pprof endpoints (empty: nowhere)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,7 +99,7 @@ func runIdiomatic(args []string) error {
 	if err != nil {
 		return err
 	}
-	return idiomatic.Run(ctrl.SetupSignalHandler(), cfg, *addr, *namespace, uint32(*shards))
+	return idiomatic.Run(ctrl.SetupSignalHandler(), cfg, *addr, *pprofAddr, *namespace, uint32(*shards))
 }
 
 type options struct {
@@ -109,6 +111,7 @@ type options struct {
 	render                string
 	clusterQPS            int
 	registryShards        uint
+	profileDir            string
 }
 
 func run() error {
@@ -125,6 +128,7 @@ func run() error {
 	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
 	flag.IntVar(&o.clusterQPS, "cluster-qps", 1000, "client QPS (burst twice that) of the bench cluster's kube-controller-manager and kube-scheduler, so that the operator and not the cluster bounds convergence (0: their defaults, 20 and 50 QPS)")
 	flag.UintVar(&o.registryShards, "registry-shards", 16, "the idiomatic peer's route registry: this many ConfigMaps, as the example operator's (webapp-registry-00..15); 0: the single ConfigMap webapp-registry")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write each operator's CPU profile of every phase and its heap after it here, for `go tool pprof` (profiling costs CPU: report the figures of a run without it)")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other) to -out, and exit")
 	flag.Parse()
 	if o.n < 1 {
@@ -251,10 +255,19 @@ func run() error {
 	}
 	machine.Cluster = cluster
 
+	if o.profileDir != "" {
+		if o.profileDir, err = filepath.Abs(o.profileDir); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return err
+		}
+		logf("profiling every operator into %s (its figures include pprof's own cost)", o.profileDir)
+	}
 	res, err := bench.Run(ctx, cfg, bench.Config{
 		IdiomaticRegistryShards: int(o.registryShards),
 		N:                       o.n, Unrelated: o.unrelated, Workers: o.workers, ControllerManager: true, BaselineFirst: o.baselineFirst,
-		GCWait: o.gcWait, QuietFor: o.quiet, Timeout: o.timeout, WorkDir: work, Logf: logf,
+		GCWait: o.gcWait, QuietFor: o.quiet, Timeout: o.timeout, WorkDir: work, Logf: logf, ProfileDir: o.profileDir,
 		Ours: func(addr string) []string {
 			return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false",
 				"--health-probe-bind-address=0", "--enable-webhooks=false", "--leader-elect=false",
