@@ -39,9 +39,9 @@ func TestMain(m *testing.M) {
 		ctrl.SetLogger(zap.New())
 		cfg, err := ctrl.GetConfig()
 		if err == nil && os.Args[1] == childArg {
-			err = baseline.Run(ctrl.SetupSignalHandler(), cfg, os.Args[2], "")
+			err = baseline.Run(ctrl.SetupSignalHandler(), cfg, baseline.RunOptions{MetricsAddr: os.Args[2]})
 		} else if err == nil {
-			err = idiomatic.Run(ctrl.SetupSignalHandler(), cfg, os.Args[2], "", bench.SystemNamespace, 0)
+			err = idiomatic.Run(ctrl.SetupSignalHandler(), cfg, idiomatic.RunOptions{MetricsAddr: os.Args[2], Namespace: bench.SystemNamespace})
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -36,6 +36,9 @@ const ResyncAnnotation = "bench.reconcilekit.io/resync"
 type Config struct {
 	// N is the number of WebApps each operator converges.
 	N int
+	// Reconcilers is how many WebApps each operator reconciles at once
+	// (MaxConcurrentReconciles), for the report: the Commands pass it.
+	Reconcilers int
 	// Unrelated is the number of Deployments, ConfigMaps and Services, a
 	// third each, created in other namespaces for the second memory figure;
 	// 0 skips it.
@@ -66,6 +69,10 @@ type Config struct {
 	// route registry spreads over (0: one), for the report: Idiomatic
 	// sets it on the command line.
 	IdiomaticRegistryShards int
+	// ControlPlane holds the pids of the cluster's kube-apiserver and etcd,
+	// whose CPU every phase also measures (empty: not measured): what the
+	// operator's requests cost the cluster.
+	ControlPlane []int `json:"-"`
 	// ProfileDir, when set, is where each operator's CPU profile of each
 	// phase and its heap after it are written (see Operator.Profile).
 	ProfileDir string `json:"-"`
@@ -95,6 +102,10 @@ type Phase struct {
 	// them, at the operator's measured ScrapeCPU each).
 	CPU        time.Duration
 	CPUScrapes int64
+	// ControlPlaneCPU is the user+sys CPU time of Config.ControlPlane over
+	// the window (0: not measured). The bench's own requests and the
+	// cluster's controllers count too, alike for every operator.
+	ControlPlaneCPU time.Duration
 	// ReconcileP50 and ReconcileP99 are quantiles of the reconciles' own
 	// duration over the window, from the operator's
 	// controller_runtime_reconcile_time_seconds histogram (0: none ran).
@@ -570,6 +581,10 @@ func (h *harness) phase(ctx context.Context, op *Operator, label string, fn func
 	if err != nil {
 		return p, err
 	}
+	cpBefore, err := h.controlPlaneCPU()
+	if err != nil {
+		return p, err
+	}
 	p.Server, err = h.window(ctx, func() error { return fn(&p, before) })
 	p.Client = op.Counter.Snapshot().Sub(clientBefore)
 	if err != nil {
@@ -580,6 +595,11 @@ func (h *harness) phase(ctx context.Context, op *Operator, label string, fn func
 		return p, err
 	}
 	p.CPU, p.CPUScrapes = cpu.CPU, cpu.Scrapes
+	cpAfter, err := h.controlPlaneCPU()
+	if err != nil {
+		return p, err
+	}
+	p.ControlPlaneCPU = cpAfter - cpBefore
 	after, err := op.Stats(ctx)
 	if err != nil {
 		return p, err
@@ -591,6 +611,20 @@ func (h *harness) phase(ctx context.Context, op *Operator, label string, fn func
 		p.ReconcileP99 = time.Duration(lat.Quantile(0.99) * float64(time.Second))
 	}
 	return p, nil
+}
+
+// controlPlaneCPU is the CPU time the control plane's processes used so
+// far.
+func (h *harness) controlPlaneCPU() (time.Duration, error) {
+	var sum time.Duration
+	for _, pid := range h.cfg.ControlPlane {
+		cpu, err := ProcessCPU(pid)
+		if err != nil {
+			return 0, fmt.Errorf("control plane process %d: %w", pid, err)
+		}
+		sum += cpu
+	}
+	return sum, nil
 }
 
 // waitReady waits until every WebApp in ns is Ready for its current

@@ -275,7 +275,12 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "- Machine: %d CPUs (%s), %.1f GiB memory, %s, %s; load average %s at the start, %s at the end\n",
 		m.CPUs, m.CPUModel, float64(m.MemoryBytes)/(1<<30), m.OS, m.GoVersion, m.LoadAvg, r.LoadAfter)
 	fmt.Fprintf(&b, "- Cluster: %s, Kubernetes %s\n", m.Cluster, m.Kubernetes)
-	fmt.Fprintf(&b, "- N = %d WebApps per operator; %d unrelated objects for the second memory figure\n\n", n, res.Config.Unrelated)
+	reconcilers := res.Config.Reconcilers
+	if reconcilers == 0 {
+		reconcilers = 1
+	}
+	fmt.Fprintf(&b, "- N = %d WebApps per operator, each operator reconciling %d at once (MaxConcurrentReconciles); %d unrelated objects for the second memory figure\n\n",
+		n, reconcilers, res.Config.Unrelated)
 
 	b.WriteString("## Goals (issue #21)\n\n")
 	b.WriteString("Judged on this run; BEHIND means reconcilekit is behind the idiomatic peer on that goal.\n\n")
@@ -389,6 +394,22 @@ func (r *Report) Markdown() string {
 	}
 	row3("CPU of one metrics read (taken out above)", func(i ImplResult) float64 { return float64(i.ScrapeCPU) }, msf)
 	b.WriteString("\n")
+	if res.Ours.Converge.ControlPlaneCPU > 0 {
+		b.WriteString("What the same phases cost the cluster: user+sys CPU of kube-apiserver and etcd over each phase (the\n")
+		b.WriteString("bench's own requests and the cluster's controllers included; they are the same work for every operator,\n")
+		b.WriteString("except that a longer phase polls longer).\n\n")
+		t.header(cols...)
+		row3("apiserver + etcd CPU per converged WebApp", func(i ImplResult) float64 { return float64(cpuPer(i.Converge.ControlPlaneCPU, n)) }, msf)
+		row3("apiserver + etcd CPU per no-op reconcile", func(i ImplResult) float64 {
+			return float64(cpuPer(i.Resync.ControlPlaneCPU, i.Resync.Reconciles))
+		}, msf)
+		row3("apiserver + etcd CPU per updated WebApp", func(i ImplResult) float64 { return float64(cpuPer(i.Update.ControlPlaneCPU, n)) }, msf)
+		row3("apiserver + etcd CPU per deleted WebApp", func(i ImplResult) float64 { return float64(cpuPer(i.Delete.ControlPlaneCPU, n)) }, msf)
+		row3("operator + apiserver + etcd CPU per converged WebApp", func(i ImplResult) float64 {
+			return float64(cpuPer(i.Converge.CPU+i.Converge.ControlPlaneCPU, n))
+		}, msf)
+		b.WriteString("\n")
+	}
 
 	b.WriteString("## 4. Memory\n\n")
 	b.WriteString("Each operator runs in a child process of its own. Heap: the bytes the Go runtime found live in a GC cycle\n")

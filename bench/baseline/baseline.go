@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -199,12 +200,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Run runs the baseline operator against cfg until ctx is done, serving
-// controller-runtime's metrics (plain HTTP) on metricsAddr and Go's pprof
-// endpoints on pprofAddr (empty: none). The manager
+// RunOptions configure Run.
+type RunOptions struct {
+	// MetricsAddr serves controller-runtime's metrics (plain HTTP).
+	MetricsAddr string
+	// PprofAddr serves Go's pprof endpoints (empty: none).
+	PprofAddr string
+	// Reconcilers is how many WebApps are reconciled at once
+	// (controller-runtime's MaxConcurrentReconciles; 0: its default, 1).
+	Reconcilers int
+}
+
+// Run runs the baseline operator against cfg until ctx is done. The manager
 // has the scaffold's defaults: one cache of every watched kind in every
 // namespace, nothing stripped, no leader election.
-func Run(ctx context.Context, cfg *rest.Config, metricsAddr, pprofAddr string) error {
+func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -214,9 +224,10 @@ func Run(ctx context.Context, cfg *rest.Config, metricsAddr, pprofAddr string) e
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: "0",
-		PprofBindAddress:       pprofAddr,
+		PprofBindAddress:       o.PprofAddr,
+		Controller:             config.Controller{MaxConcurrentReconciles: o.Reconcilers},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the baseline manager: %w", err)

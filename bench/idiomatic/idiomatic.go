@@ -57,6 +57,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -502,26 +503,39 @@ func Setup(mgr ctrl.Manager, namespace string, shards uint32) (*Reconciler, erro
 	return r, r.SetupWithManager(mgr)
 }
 
-// Run runs the operator against cfg until ctx is done, serving
-// controller-runtime's metrics (plain HTTP) on metricsAddr, with the route
-// registry in namespace (sharded over shards ConfigMaps; 0: one), and Go's
-// pprof endpoints on pprofAddr (empty: none).
-func Run(ctx context.Context, cfg *rest.Config, metricsAddr, pprofAddr, namespace string, shards uint32) error {
+// RunOptions configure Run.
+type RunOptions struct {
+	// MetricsAddr serves controller-runtime's metrics (plain HTTP).
+	MetricsAddr string
+	// PprofAddr serves Go's pprof endpoints (empty: none).
+	PprofAddr string
+	// Namespace holds the route registry, sharded over Shards ConfigMaps
+	// (0: one).
+	Namespace string
+	Shards    uint32
+	// Reconcilers is how many WebApps are reconciled at once
+	// (controller-runtime's MaxConcurrentReconciles; 0: its default, 1).
+	Reconcilers int
+}
+
+// Run runs the operator against cfg until ctx is done.
+func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 	scheme, err := NewScheme()
 	if err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: "0",
-		PprofBindAddress:       pprofAddr,
-		Cache:                  CacheOptions(namespace),
+		PprofBindAddress:       o.PprofAddr,
+		Cache:                  CacheOptions(o.Namespace),
+		Controller:             config.Controller{MaxConcurrentReconciles: o.Reconcilers},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the idiomatic manager: %w", err)
 	}
-	if _, err := Setup(mgr, namespace, shards); err != nil {
+	if _, err := Setup(mgr, o.Namespace, o.Shards); err != nil {
 		return fmt.Errorf("setting up the idiomatic controller: %w", err)
 	}
 	return mgr.Start(ctx)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -61,6 +62,7 @@ func main() {
 type flags struct {
 	metricsAddr, probeAddr string
 	pprofAddr              string
+	reconcilers            int
 	secureMetrics          bool
 	leaderElect            bool
 	namespace              string
@@ -77,6 +79,8 @@ func parseFlags() (flags, zap.Options) {
 		"Address of the metrics endpoint; \"0\" disables it. Served over HTTPS with authentication and authorization unless --metrics-secure=false.")
 	flag.BoolVar(&f.secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, for authenticated and authorized clients only.")
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	flag.IntVar(&f.reconcilers, "max-concurrent-reconciles", 1,
+		"WebApps reconciled at once. Passes of one WebApp never overlap; raise it when many WebApps change together (a rollout of a new image to all).")
 	flag.StringVar(&f.pprofAddr, "pprof-bind-address", "",
 		"Address of Go's /debug/pprof endpoints, for profiling (plain HTTP, unauthenticated: bind it to 127.0.0.1); empty disables them.")
 	flag.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader (a Lease), so only one of several replicas reconciles.")
@@ -98,6 +102,9 @@ func parseFlags() (flags, zap.Options) {
 func run() error {
 	f, zapOpts := parseFlags()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if f.reconcilers < 1 {
+		return fmt.Errorf("--max-concurrent-reconciles=%d: must be at least 1", f.reconcilers)
+	}
 	log := ctrl.Log.WithName("setup")
 
 	scheme := runtime.NewScheme()
@@ -146,6 +153,7 @@ func run() error {
 		WebhookServer:           webhookServer,
 		HealthProbeBindAddress:  f.probeAddr,
 		PprofBindAddress:        f.pprofAddr,
+		Controller:              config.Controller{MaxConcurrentReconciles: f.reconcilers},
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "webapp-operator.apps.example.com",
 		LeaderElectionNamespace: f.namespace,

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -73,6 +74,7 @@ func runBaseline(args []string) error {
 	fs := flag.NewFlagSet("operator baseline", flag.ContinueOnError)
 	addr := fs.String("metrics-bind-address", "127.0.0.1:8080", "where to serve controller-runtime's metrics")
 	pprofAddr := fs.String("pprof-bind-address", "", "where to serve Go's pprof endpoints (empty: nowhere)")
+	reconcilers := fs.Int("max-concurrent-reconciles", 1, "WebApps reconciled at once")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,7 +83,7 @@ func runBaseline(args []string) error {
 	if err != nil {
 		return err
 	}
-	return baseline.Run(ctrl.SetupSignalHandler(), cfg, *addr, *pprofAddr)
+	return baseline.Run(ctrl.SetupSignalHandler(), cfg, baseline.RunOptions{MetricsAddr: *addr, PprofAddr: *pprofAddr, Reconcilers: *reconcilers})
 }
 
 // runIdiomatic is the child process of the idiomatic operator.
@@ -91,6 +93,7 @@ func runIdiomatic(args []string) error {
 	namespace := fs.String("namespace", bench.SystemNamespace, "the operator's namespace: the route registry lives here")
 	shards := fs.Uint("registry-shards", 0, "spread the route registry over this many ConfigMaps (0: the single ConfigMap)")
 	pprofAddr := fs.String("pprof-bind-address", "", "where to serve Go's pprof endpoints (empty: nowhere)")
+	reconcilers := fs.Int("max-concurrent-reconciles", 1, "WebApps reconciled at once")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,7 +102,9 @@ func runIdiomatic(args []string) error {
 	if err != nil {
 		return err
 	}
-	return idiomatic.Run(ctrl.SetupSignalHandler(), cfg, *addr, *pprofAddr, *namespace, uint32(*shards))
+	return idiomatic.Run(ctrl.SetupSignalHandler(), cfg, idiomatic.RunOptions{
+		MetricsAddr: *addr, PprofAddr: *pprofAddr, Namespace: *namespace, Shards: uint32(*shards), Reconcilers: *reconcilers,
+	})
 }
 
 type options struct {
@@ -112,6 +117,7 @@ type options struct {
 	clusterQPS            int
 	registryShards        uint
 	profileDir            string
+	reconcilers           int
 }
 
 func run() error {
@@ -128,6 +134,7 @@ func run() error {
 	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
 	flag.IntVar(&o.clusterQPS, "cluster-qps", 1000, "client QPS (burst twice that) of the bench cluster's kube-controller-manager and kube-scheduler, so that the operator and not the cluster bounds convergence (0: their defaults, 20 and 50 QPS)")
 	flag.UintVar(&o.registryShards, "registry-shards", 16, "the idiomatic peer's route registry: this many ConfigMaps, as the example operator's (webapp-registry-00..15); 0: the single ConfigMap webapp-registry")
+	flag.IntVar(&o.reconcilers, "reconcilers", 4, "WebApps each operator reconciles at once (--max-concurrent-reconciles, the same for all three)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write each operator's CPU profile of every phase and its heap after it here, for `go tool pprof` (profiling costs CPU: report the figures of a run without it)")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other) to -out, and exit")
 	flag.Parse()
@@ -264,21 +271,37 @@ func run() error {
 		}
 		logf("profiling every operator into %s (its figures include pprof's own cost)", o.profileDir)
 	}
+	var controlPlane []int
+	if o.kubeconfig == "" {
+		// kwokctl's pid files of the bench cluster's processes.
+		for _, c := range []string{"kube-apiserver", "etcd"} {
+			b, err := os.ReadFile(filepath.Join(repo, ".cluster", "bench", "kwok", "clusters", "bench", "pids", c+".pid"))
+			if err != nil {
+				return fmt.Errorf("the bench cluster's %s: %w", c, err)
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				return fmt.Errorf("the bench cluster's %s pid file: %w", c, err)
+			}
+			controlPlane = append(controlPlane, pid)
+		}
+	}
+	reconcilers := fmt.Sprintf("--max-concurrent-reconciles=%d", o.reconcilers)
 	res, err := bench.Run(ctx, cfg, bench.Config{
-		IdiomaticRegistryShards: int(o.registryShards),
-		N:                       o.n, Unrelated: o.unrelated, Workers: o.workers, ControllerManager: true, BaselineFirst: o.baselineFirst,
+		IdiomaticRegistryShards: int(o.registryShards), Reconcilers: o.reconcilers, ControlPlane: controlPlane,
+		N: o.n, Unrelated: o.unrelated, Workers: o.workers, ControllerManager: true, BaselineFirst: o.baselineFirst,
 		GCWait: o.gcWait, QuietFor: o.quiet, Timeout: o.timeout, WorkDir: work, Logf: logf, ProfileDir: o.profileDir,
 		Ours: func(addr string) []string {
 			return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false",
 				"--health-probe-bind-address=0", "--enable-webhooks=false", "--leader-elect=false",
-				"--namespace=" + bench.SystemNamespace}
+				"--namespace=" + bench.SystemNamespace, reconcilers}
 		},
 		Idiomatic: func(addr string) []string {
 			return []string{self, "operator", "idiomatic", "--metrics-bind-address=" + addr, "--namespace=" + bench.SystemNamespace,
-				fmt.Sprintf("--registry-shards=%d", o.registryShards)}
+				fmt.Sprintf("--registry-shards=%d", o.registryShards), reconcilers}
 		},
 		Baseline: func(addr string) []string {
-			return []string{self, "operator", "baseline", "--metrics-bind-address=" + addr}
+			return []string{self, "operator", "baseline", "--metrics-bind-address=" + addr, reconcilers}
 		},
 	})
 	if err != nil {
