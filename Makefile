@@ -135,9 +135,11 @@ test: verify-generated vet lint test-unit test-integration test-e2e test-docs ##
 ##@ Benchmarks
 
 BENCH_N ?= 100
+# BENCH_ARGS: more flags of bench/cmd/bench (-profile-dir=DIR, -reconcilers=N, -unrelated=N; -h lists them).
+BENCH_ARGS ?=
 .PHONY: bench
 bench: tools ## Requests, CPU, latency and memory vs an idiomatic controller-runtime peer and the tutorial baseline; writes docs/performance.md (BENCH_N=100).
-	cd bench && go run ./cmd/bench -n $(BENCH_N)
+	cd bench && go run ./cmd/bench -n $(BENCH_N) $(BENCH_ARGS)
 
 ##@ Local cluster
 
