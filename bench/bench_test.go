@@ -118,6 +118,8 @@ func TestHarnessSmoke(t *testing.T) {
 				}
 			}
 		}
+		assert.Equal(t, n, impl.Registry.Entries, "%s: one registry entry per converged WebApp", impl.Name)
+		assert.Positive(t, impl.Registry.LargestBytes, impl.Name)
 		assert.Positive(t, impl.Memory.HeapLive, impl.Name)
 		assert.Positive(t, impl.Memory.RSS, impl.Name)
 		assert.Positive(t, impl.MemoryUnrelated.RSS, impl.Name)
@@ -146,6 +148,13 @@ func TestHarnessSmoke(t *testing.T) {
 	goals := report.Goals()
 	require.NotEmpty(t, goals)
 	assert.Equal(t, "PASS", goals[0].Verdict, "no-op resync goal")
+
+	// A scale run (-peers reconcilekit) renders without the peers' columns.
+	alone := &bench.Report{Command: "test", Machine: report.Machine, Result: &bench.Result{Config: res.Config, Raw: res.Raw, Ours: res.Ours}}
+	md = alone.Markdown()
+	assert.Contains(t, md, "# Performance at N = 3, reconcilekit alone")
+	assert.Contains(t, md, fmt.Sprintf("Route registry once all 3 converged: 3 entries in %d ConfigMaps", res.Ours.Registry.Objects))
+	assert.NotContains(t, md, "idiomatic")
 }
 
 func mutatingByVerb(c bench.Counts) map[string]int {

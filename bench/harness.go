@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,7 +78,7 @@ type Config struct {
 	// phase and its heap after it are written (see Operator.Profile).
 	ProfileDir string `json:"-"`
 	// Ours, Idiomatic and Baseline start the three operators; a nil
-	// Idiomatic skips that peer.
+	// Idiomatic or Baseline skips that peer.
 	Ours, Idiomatic, Baseline Command `json:"-"`
 	// Logf reports progress; nil is silent.
 	Logf func(format string, args ...any) `json:"-"`
@@ -127,6 +128,10 @@ type ImplResult struct {
 	ScrapeCPU time.Duration
 	// Memory with N WebApps, and again with Unrelated objects added.
 	Memory, MemoryUnrelated Memory
+	// Registry is the route registry once every WebApp converged; after
+	// the deletion it must hold none of their entries (Run fails if it
+	// does).
+	Registry Registry
 	// MemoryStartup is read once the operator is idle after startup,
 	// without waiting for a GC cycle (the heap the last one found live):
 	// the fixed cost the per-WebApp heap figure is taken above.
@@ -139,6 +144,42 @@ type RawResult struct {
 	Elapsed time.Duration
 	Client  Counts
 	Server  ServerCounts
+}
+
+// Registry describes the route registry ConfigMaps (webapp-registry*) in
+// SystemNamespace.
+type Registry struct {
+	// Entries is how many keys of the run's WebApps the registry holds, in
+	// Objects ConfigMaps, the largest of which has LargestBytes of data
+	// (the 1 MiB object limit applies to it).
+	Objects, Entries, LargestBytes int
+}
+
+// registry reads the route registry: the entries of WebApps in ns.
+func (h *harness) registry(ctx context.Context, ns string) (Registry, error) {
+	var list corev1.ConfigMapList
+	if err := h.c.List(ctx, &list, client.InNamespace(SystemNamespace)); err != nil {
+		return Registry{}, fmt.Errorf("reading the route registry: %w", err)
+	}
+	var r Registry
+	for _, cm := range list.Items {
+		if !strings.HasPrefix(cm.Name, "webapp-registry") {
+			continue
+		}
+		size, ours := 0, 0
+		for k, v := range cm.Data {
+			size += len(k) + len(v)
+			if strings.HasPrefix(k, ns+".") {
+				ours++
+			}
+		}
+		if ours > 0 {
+			r.Objects++
+			r.Entries += ours
+			r.LargestBytes = max(r.LargestBytes, size)
+		}
+	}
+	return r, nil
 }
 
 // Result is everything a run measured.
@@ -242,6 +283,9 @@ func Run(ctx context.Context, upstream *rest.Config, cfg Config) (*Result, error
 		return nil
 	}
 	base := func() (err error) {
+		if cfg.Baseline == nil {
+			return nil
+		}
 		if res.Baseline, err = h.impl(ctx, "baseline", cfg.Baseline); err != nil {
 			return fmt.Errorf("baseline operator: %w", err)
 		}
@@ -513,6 +557,12 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 	h.cfg.Logf("%s: converged in %s (%d requests, %d mutating)", name, res.Converge.Elapsed.Round(time.Millisecond),
 		res.Converge.Client.Total(), res.Converge.Client.Mutating())
 
+	if res.Registry, err = h.registry(ctx, ns); err != nil {
+		return res, err
+	}
+	h.cfg.Logf("%s: route registry: %d entries in %d ConfigMaps, the largest %d bytes", name,
+		res.Registry.Entries, res.Registry.Objects, res.Registry.LargestBytes)
+
 	h.cfg.Logf("%s: no-op resync of %d WebApps", name, h.cfg.N)
 	if res.Resync, err = h.resync(ctx, op, ns); err != nil {
 		return res, err
@@ -554,6 +604,11 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 	}
 	h.cfg.Logf("%s: %d WebApps finalized in %s (%d requests, %d mutating)", name, h.cfg.N, res.Delete.Elapsed.Round(time.Millisecond),
 		res.Delete.Client.Total(), res.Delete.Client.Mutating())
+	if left, err := h.registry(ctx, ns); err != nil {
+		return res, err
+	} else if left.Entries > 0 {
+		return res, fmt.Errorf("%s: the route registry still holds %d entries of deleted WebApps", name, left.Entries)
+	}
 	return res, h.deleteNamespaces(ctx, ns)
 }
 

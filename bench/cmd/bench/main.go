@@ -118,6 +118,7 @@ type options struct {
 	registryShards        uint
 	profileDir            string
 	reconcilers           int
+	peers                 string
 }
 
 func run() error {
@@ -134,12 +135,20 @@ func run() error {
 	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
 	flag.IntVar(&o.clusterQPS, "cluster-qps", 1000, "client QPS (burst twice that) of the bench cluster's kube-controller-manager and kube-scheduler, so that the operator and not the cluster bounds convergence (0: their defaults, 20 and 50 QPS)")
 	flag.UintVar(&o.registryShards, "registry-shards", 16, "the idiomatic peer's route registry: this many ConfigMaps, as the example operator's (webapp-registry-00..15); 0: the single ConfigMap webapp-registry")
+	flag.StringVar(&o.peers, "peers", "reconcilekit,idiomatic,baseline", "the operators to run (reconcilekit always; \"reconcilekit\" alone for a scale run, reported without ratios)")
 	flag.IntVar(&o.reconcilers, "reconcilers", 4, "WebApps each operator reconciles at once (--max-concurrent-reconciles, the same for all three)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write each operator's CPU profile of every phase and its heap after it here, for `go tool pprof` (profiling costs CPU: report the figures of a run without it)")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other) to -out, and exit")
 	flag.Parse()
 	if o.n < 1 {
 		return errors.New("-n must be at least 1")
+	}
+	if o.reconcilers < 1 {
+		return fmt.Errorf("-reconcilers=%d: must be at least 1", o.reconcilers)
+	}
+	peers, err := parsePeers(o.peers)
+	if err != nil {
+		return err
 	}
 	if o.timeout == 0 {
 		o.timeout = 10*time.Minute + time.Duration(o.n)*time.Second
@@ -287,7 +296,7 @@ func run() error {
 		}
 	}
 	reconcilers := fmt.Sprintf("--max-concurrent-reconciles=%d", o.reconcilers)
-	res, err := bench.Run(ctx, cfg, bench.Config{
+	bc := bench.Config{
 		IdiomaticRegistryShards: int(o.registryShards), Reconcilers: o.reconcilers, ControlPlane: controlPlane,
 		N: o.n, Unrelated: o.unrelated, Workers: o.workers, ControllerManager: true, BaselineFirst: o.baselineFirst,
 		GCWait: o.gcWait, QuietFor: o.quiet, Timeout: o.timeout, WorkDir: work, Logf: logf, ProfileDir: o.profileDir,
@@ -303,7 +312,14 @@ func run() error {
 		Baseline: func(addr string) []string {
 			return []string{self, "operator", "baseline", "--metrics-bind-address=" + addr, reconcilers}
 		},
-	})
+	}
+	if !peers["idiomatic"] {
+		bc.Idiomatic = nil
+	}
+	if !peers["baseline"] {
+		bc.Baseline = nil
+	}
+	res, err := bench.Run(ctx, cfg, bc)
 	if err != nil {
 		return fmt.Errorf("%w (operator logs are in %s)", err, work)
 	}
@@ -485,4 +501,22 @@ func requireLoopback(cfg *rest.Config) error {
 		return nil
 	}
 	return fmt.Errorf("the apiserver %s is not on loopback: the benchmarks only load a local cluster", cfg.Host)
+}
+
+// parsePeers reads -peers: a comma-separated subset of the three operators
+// that includes reconcilekit.
+func parsePeers(s string) (map[string]bool, error) {
+	peers := map[string]bool{}
+	for _, p := range strings.Split(s, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "reconcilekit", "idiomatic", "baseline":
+			peers[p] = true
+		default:
+			return nil, fmt.Errorf("-peers: unknown operator %q (want reconcilekit, idiomatic, baseline)", p)
+		}
+	}
+	if !peers["reconcilekit"] {
+		return nil, fmt.Errorf("-peers=%s: must include reconcilekit, the operator measured", s)
+	}
+	return peers, nil
 }
