@@ -37,6 +37,9 @@ const ResyncAnnotation = "bench.reconcilekit.io/resync"
 type Config struct {
 	// N is the number of WebApps each operator converges.
 	N int
+	// SkipRaw and SkipUpdate leave out the raw client's run and the image
+	// update phase, for a scale run that must fit a time budget.
+	SkipRaw, SkipUpdate bool
 	// Reconcilers is how many WebApps each operator reconciles at once
 	// (MaxConcurrentReconciles), for the report: the Commands pass it.
 	Reconcilers int
@@ -271,11 +274,13 @@ func Run(ctx context.Context, upstream *rest.Config, cfg Config) (*Result, error
 		return nil, err
 	}
 
-	cfg.Logf("raw client: %d Deployments and Services", cfg.N)
-	if res.Raw, err = h.raw(ctx); err != nil {
-		return nil, fmt.Errorf("raw client: %w", err)
+	if !cfg.SkipRaw {
+		cfg.Logf("raw client: %d Deployments and Services", cfg.N)
+		if res.Raw, err = h.raw(ctx); err != nil {
+			return nil, fmt.Errorf("raw client: %w", err)
+		}
+		cfg.Logf("raw client: all ready after %s", res.Raw.Elapsed.Round(time.Millisecond))
 	}
-	cfg.Logf("raw client: all ready after %s", res.Raw.Elapsed.Round(time.Millisecond))
 	ours := func() (err error) {
 		if res.Ours, err = h.impl(ctx, "reconcilekit", cfg.Ours); err != nil {
 			return fmt.Errorf("reconcilekit operator: %w", err)
@@ -569,12 +574,14 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 	}
 	h.cfg.Logf("%s: resync made %d mutating requests", name, res.Resync.Client.Mutating())
 
-	h.cfg.Logf("%s: updating the image of %d WebApps", name, h.cfg.N)
-	if res.Update, err = h.update(ctx, op, ns); err != nil {
-		return res, err
+	if !h.cfg.SkipUpdate {
+		h.cfg.Logf("%s: updating the image of %d WebApps", name, h.cfg.N)
+		if res.Update, err = h.update(ctx, op, ns); err != nil {
+			return res, err
+		}
+		h.cfg.Logf("%s: update rolled out in %s (%d requests, %d mutating)", name, res.Update.Elapsed.Round(time.Millisecond),
+			res.Update.Client.Total(), res.Update.Client.Mutating())
 	}
-	h.cfg.Logf("%s: update rolled out in %s (%d requests, %d mutating)", name, res.Update.Elapsed.Round(time.Millisecond),
-		res.Update.Client.Total(), res.Update.Client.Mutating())
 
 	h.cfg.Logf("%s: memory with %d WebApps (waiting up to %s for a GC cycle)", name, h.cfg.N, h.cfg.GCWait)
 	if res.Memory, err = op.Memory(ctx, h.cfg.GCWait); err != nil {

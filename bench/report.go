@@ -579,7 +579,12 @@ func (r *Report) scaleMarkdown() string {
 		}
 		t.row(cells...)
 	}
-	row("elapsed", func(p Phase) string { return dur(p.Elapsed) })
+	row("elapsed", func(p Phase) string {
+		if p.Elapsed <= 0 {
+			return "not run"
+		}
+		return dur(p.Elapsed)
+	})
 	row("WebApps per second", func(p Phase) string {
 		if p.Elapsed <= 0 {
 			return "—"
@@ -601,7 +606,9 @@ func (r *Report) scaleMarkdown() string {
 		return fmt.Sprintf("%s / %s", ms(p.ReconcileP50), ms(p.ReconcileP99))
 	})
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "Raw client (the cluster's floor): %d Deployments and Services ready after %s.\n\n", n, dur(res.Raw.Elapsed))
+	if res.Raw.Elapsed > 0 {
+		fmt.Fprintf(&b, "Raw client (the cluster's floor): %d Deployments and Services ready after %s.\n\n", n, dur(res.Raw.Elapsed))
+	}
 	t.header("memory", "heap after GC", "RSS")
 	t.row(fmt.Sprintf("%d WebApps", n), mib(o.Memory.HeapLive), mib(o.Memory.RSS))
 	t.row("per WebApp", kib(o.Memory.HeapLive/int64(n)), kib(o.Memory.RSS/int64(n)))

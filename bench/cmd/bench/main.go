@@ -119,6 +119,7 @@ type options struct {
 	profileDir            string
 	reconcilers           int
 	peers                 string
+	raw, update           bool
 }
 
 func run() error {
@@ -136,6 +137,8 @@ func run() error {
 	flag.IntVar(&o.clusterQPS, "cluster-qps", 1000, "client QPS (burst twice that) of the bench cluster's kube-controller-manager and kube-scheduler, so that the operator and not the cluster bounds convergence (0: their defaults, 20 and 50 QPS)")
 	flag.UintVar(&o.registryShards, "registry-shards", 16, "the idiomatic peer's route registry: this many ConfigMaps, as the example operator's (webapp-registry-00..15); 0: the single ConfigMap webapp-registry")
 	flag.StringVar(&o.peers, "peers", "reconcilekit,idiomatic,baseline", "the operators to run (reconcilekit always; \"reconcilekit\" alone for a scale run, reported without ratios)")
+	flag.BoolVar(&o.raw, "raw", true, "run the raw client's reference (the cluster's floor) first")
+	flag.BoolVar(&o.update, "update", true, "run the image update phase")
 	flag.IntVar(&o.reconcilers, "reconcilers", 4, "WebApps each operator reconciles at once (--max-concurrent-reconciles, the same for all three)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write each operator's CPU profile of every phase and its heap after it here, for `go tool pprof` (profiling costs CPU: report the figures of a run without it)")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other) to -out, and exit")
@@ -298,6 +301,7 @@ func run() error {
 	reconcilers := fmt.Sprintf("--max-concurrent-reconciles=%d", o.reconcilers)
 	bc := bench.Config{
 		IdiomaticRegistryShards: int(o.registryShards), Reconcilers: o.reconcilers, ControlPlane: controlPlane,
+		SkipRaw: !o.raw, SkipUpdate: !o.update,
 		N: o.n, Unrelated: o.unrelated, Workers: o.workers, ControllerManager: true, BaselineFirst: o.baselineFirst,
 		GCWait: o.gcWait, QuietFor: o.quiet, Timeout: o.timeout, WorkDir: work, Logf: logf, ProfileDir: o.profileDir,
 		Ours: func(addr string) []string {
