@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,6 +16,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/openapi"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
@@ -506,4 +508,25 @@ func TestSchemaKeepsOnlyReachableTypes(t *testing.T) {
 		assert.False(t, names[not], "a Deployment does not reach %s", not)
 	}
 	assert.Less(t, len(ts.schema.Types), 200, "of the ~960 built-in types")
+}
+
+// failingOpenAPI is an apiserver whose /openapi/v3 cannot be read.
+type failingOpenAPI struct{ calls int }
+
+func (f *failingOpenAPI) Paths() (map[string]openapi.GroupVersion, error) {
+	f.calls++
+	return nil, errors.New("forbidden")
+}
+
+// When the apiserver's schema cannot be read, a built-in kind falls back to
+// client-go's, once: not a fetch of the document on every Apply.
+func TestUnreadableSchemaFallsBackOnce(t *testing.T) {
+	api := &failingOpenAPI{}
+	a := &Applier{Schemas: NewSchemas(api)}
+	for range 3 {
+		ts, err := a.schemaFor(deploymentGVK)
+		require.NoError(t, err)
+		assert.Same(t, builtinOf(t, deploymentGVK), ts)
+	}
+	assert.Equal(t, 1, api.calls)
 }

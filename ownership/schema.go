@@ -176,6 +176,9 @@ func (a *Applier) schemaFor(gvk schema.GroupVersionKind) (*typeSchema, error) {
 	ts, err := a.Schemas.lookup(gvk)
 	if err != nil {
 		if bts, ok := builtinSchema(gvk); ok {
+			// Kept: a document that cannot be read (forbidden, disabled)
+			// would otherwise be fetched again on every Apply.
+			a.Schemas.kinds.Store(gvk, bts)
 			return bts, nil
 		}
 	}

@@ -32,9 +32,10 @@
 // pass applied is rolled out. Within a pass, reads through [Scope] return
 // the pass's own writes when the informer cache is older, so a step never
 // reports Ready on a copy older than what an earlier step wrote. Across
-// passes, a pass that reads a cached copy older than one an earlier pass
-// already saw makes no request and requeues, so it never redoes, from a
-// stale live copy, what the cleanup of an object already gone undid.
+// passes, a pass whose cached copy is older than one an earlier pass
+// already saw reads the object from the API server instead, so it never
+// redoes, from a stale live copy, what the cleanup of an object already
+// gone undid.
 //
 // The subpackage reconcilertest holds the test kit: a request-counting,
 // fault-injecting client with a cache-lag fault, and AssertIdempotent.

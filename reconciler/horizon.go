@@ -23,13 +23,21 @@ import (
 // and nothing will ever clean it up. The same holds, less dramatically, for
 // any pass that reads a copy older than the status it wrote itself.
 //
-// controller-runtime has no such guard (the informer is the only source
-// across passes); Kubernetes' own controllers added one for the same reason
-// (KEP-5647). Entries live only while the cache is behind: the pass that
-// reads a copy at least as new, or finds the object gone, drops the entry.
+// A pass that finds its cached copy behind reads the object from the
+// apiserver instead (one uncached GET, only then) and acts on that. Skipping
+// the pass until the cache catches up, as Kubernetes' own controllers do
+// since v1.36 (KEP-5647), would need a requeue, which resets the error
+// backoff and makes every test that drives passes by hand wait for the
+// cache. controller-runtime has no such guard.
+//
+// An entry lives while the cache is behind it: a pass that reads a cached
+// copy at least as new, or finds the object gone from the cache, drops it.
+// An object whose last event never comes (a predicate dropping deletions)
+// would keep its entry, so entries older than horizonTTL are swept.
 type horizon struct {
-	mu   sync.Mutex
-	seen map[types.NamespacedName]seenCopy
+	mu        sync.Mutex
+	seen      map[types.NamespacedName]seenCopy
+	lastSweep time.Time
 }
 
 // seenCopy is the newest copy of an object a pass saw.
@@ -41,7 +49,12 @@ type seenCopy struct {
 	// read, so a cached copy at that version that still lists it is behind
 	// too.
 	finalized string
+	at        time.Time
 }
+
+// horizonTTL bounds how long an entry is kept: a cache that far behind is
+// broken, and the entry would only keep costing a GET per pass.
+const horizonTTL = 10 * time.Minute
 
 func newHorizon() *horizon { return &horizon{seen: map[types.NamespacedName]seenCopy{}} }
 
@@ -63,15 +76,24 @@ func (h *horizon) behind(key types.NamespacedName, cached client.Object) (string
 		(cmp == 0 && seen.finalized != "" && controllerutil.ContainsFinalizer(cached, seen.finalized))
 }
 
-// record ends a pass that read readRV from the cache and left the object
-// as last (finalized: see seenCopy): remembered
-// when the pass got ahead of the cache, forgotten otherwise.
-func (h *horizon) record(key types.NamespacedName, readRV string, last client.Object, finalized string) {
+// record ends a pass that read cachedRV from the cache and left the object
+// as last (finalized: see seenCopy): remembered when the pass got ahead of
+// the cache, forgotten otherwise.
+func (h *horizon) record(key types.NamespacedName, cachedRV string, last client.Object, finalized string) {
+	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	cmp, err := resourceversion.CompareResourceVersion(last.GetResourceVersion(), readRV)
+	if now.Sub(h.lastSweep) > time.Minute {
+		h.lastSweep = now
+		for k, e := range h.seen {
+			if now.Sub(e.at) > horizonTTL {
+				delete(h.seen, k)
+			}
+		}
+	}
+	cmp, err := resourceversion.CompareResourceVersion(last.GetResourceVersion(), cachedRV)
 	if finalized != "" || (err == nil && cmp > 0) {
-		h.seen[key] = seenCopy{resourceVersion: last.GetResourceVersion(), finalized: finalized}
+		h.seen[key] = seenCopy{resourceVersion: last.GetResourceVersion(), finalized: finalized, at: now}
 		return
 	}
 	delete(h.seen, key)
@@ -83,8 +105,3 @@ func (h *horizon) forget(key types.NamespacedName) {
 	defer h.mu.Unlock()
 	delete(h.seen, key)
 }
-
-// cacheLagRequeue is when a pass skipped for a lagging cache runs again if
-// no watch event wakes it first. Caches lag by milliseconds, or by seconds
-// under load; a second is rarely needed and never a hot loop.
-const cacheLagRequeue = time.Second

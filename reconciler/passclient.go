@@ -366,6 +366,9 @@ func copyInto(w client.Object, gvk schema.GroupVersionKind, obj runtime.Object) 
 	}
 	if reflect.TypeOf(w) == v.Type() {
 		v.Elem().Set(reflect.ValueOf(w.DeepCopyObject()).Elem())
+		// A typed write's answer comes back without apiVersion and kind;
+		// a cached read has them, so a read of our own write does too.
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
 		return nil
 	}
 	var m map[string]any

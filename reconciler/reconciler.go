@@ -307,9 +307,9 @@ func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...st
 //   - A missing object ends the pass without error.
 //   - A pass never acts on a cached copy older than one an earlier pass
 //     saw from the apiserver (its own writes' answers, conflict re-reads):
-//     it makes no request and requeues until the cache catches up. So a
-//     pass cannot redo, from a stale live copy, what the cleanup of an
-//     object already deleted undid.
+//     it reads the object from the APIReader instead. So a pass cannot
+//     redo, from a stale live copy, what the cleanup of an object already
+//     deleted undid.
 //   - A paused object (PausedAnnotation) gets Paused=True and nothing else.
 //   - A deleting object runs Cleanup; otherwise the finalizer is ensured
 //     before any step runs, so no owned state can be created unguarded.
@@ -343,12 +343,15 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		}
 		return ctrl.Result{}, fmt.Errorf("getting %s: %w", req, err)
 	}
-	readRV := obj.GetResourceVersion()
+	cachedRV := obj.GetResourceVersion()
 	if seen, behind := r.seen.behind(req.NamespacedName, obj); behind {
-		// The watch event of the newer copy will start another pass; the
-		// requeue covers predicates that filter that event out.
-		log.V(1).Info("cache is behind an earlier pass; waiting for it", "cached", readRV, "seen", seen)
-		return ctrl.Result{RequeueAfter: cacheLagRequeue}, nil
+		log.V(1).Info("cache is behind an earlier pass; reading the object from the API server", "cached", cachedRV, "seen", seen)
+		obj = r.newObject()
+		if err := r.opts.APIReader.Get(ctx, req.NamespacedName, obj); err != nil {
+			// Gone: the entry stays until the cache says so too, or the
+			// next pass would act on the same stale copy.
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	// Whatever path the pass takes, obj (changed in place) ends as what it
 	// computed and wrote.
@@ -357,7 +360,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		if len(r.opts.Cleanup) > 0 && !obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
 			finalized = r.opts.Finalizer
 		}
-		r.seen.record(req.NamespacedName, readRV, obj, finalized)
+		r.seen.record(req.NamespacedName, cachedRV, obj, finalized)
 		r.track(req.NamespacedName, obj)
 	}()
 	orig := obj.DeepCopyObject().(T)

@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,8 +249,9 @@ func TestEventNoteCutOnARuneBoundary(t *testing.T) {
 // live copy from the cache. It must not act on it: before the fix it ran
 // the steps again and re-registered the deleted object, an entry nothing
 // would ever remove (the e2e chaos suite's "registry holds a deleted
-// WebApp"). The cache here is frozen at chosen copies, one reconciler
-// serving every pass as in a controller.
+// WebApp"). A pass behind an earlier one reads the apiserver instead. The
+// cache here is frozen at chosen copies, one reconciler serving every pass
+// as in a controller.
 func TestPassNeverActsBehindAnEarlierPass(t *testing.T) {
 	var fc frozenCache
 	registry := map[string]bool{}
@@ -268,7 +270,7 @@ func TestPassNeverActsBehindAnEarlierPass(t *testing.T) {
 	f.useClient(fc.client(f.m.Client))
 	ref := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.req.Namespace, Name: f.req.Name}}
 	asCreated := f.get()
-	pass := func(cached *testv1.Widget) (reconcile.Result, error) {
+	pass := func(cached *testv1.Widget) {
 		t.Helper()
 		fc.thaw()
 		if cached != nil {
@@ -277,35 +279,84 @@ func TestPassNeverActsBehindAnEarlierPass(t *testing.T) {
 			f.sync()
 		}
 		f.c.Reset()
-		return f.r.Reconcile(f.ctx, f.req)
+		f.reader.Reset()
+		res, err := f.r.Reconcile(f.ctx, f.req)
+		require.NoError(t, err)
+		assert.Zero(t, res.RequeueAfter, "a pass behind the cache does not wait for it")
 	}
 
-	_, err := pass(nil)
-	require.NoError(t, err, "the first pass")
-	require.True(t, registry[string(asCreated.UID)])
+	pass(nil)
+	require.True(t, registry[string(asCreated.UID)], "the first pass registered")
 	live := f.get()
 	require.Contains(t, live.Finalizers, cleanupFinalizer)
 	require.NoError(t, env.Client.Delete(f.ctx, live))
 
-	// The cache still serves the copy from before the first pass.
-	res, err := pass(asCreated)
-	require.NoError(t, err)
-	assert.Zero(t, f.c.Mutations(), "a pass behind an earlier one writes nothing:\n%s", f.c)
-	assert.Positive(t, res.RequeueAfter, "and comes back in case no event wakes it")
-
-	// Then the copy the first pass left, and at last the truth: cleanup.
-	_, err = pass(live)
-	require.NoError(t, err)
-	_, err = pass(nil)
-	require.NoError(t, err)
+	// The cache still serves the copy from before the first pass: the
+	// pass acts on the apiserver's copy, which is deleting.
+	pass(asCreated)
 	require.True(t, widgetGone(t, f), "cleanup removed the finalizer")
 	require.Empty(t, registry, "cleanup deregistered")
 
-	// The cache may still serve the live copy after the deletion.
-	for _, stale := range []*testv1.Widget{live, asCreated} {
-		_, err = pass(stale)
-		require.NoError(t, err)
+	// The cache may still serve the live copies after the deletion.
+	for _, stale := range []*testv1.Widget{live, asCreated, live} {
+		pass(stale)
 		assert.Empty(t, registry, "a stale pass re-registered a deleted object (cached resourceVersion %s)", stale.ResourceVersion)
 		assert.Zero(t, f.c.Mutations(), "%s", f.c)
+		assert.Equal(t, 1, f.reader.Count(reconcilertest.Get, "Widget"), "the apiserver's copy was read:\n%s", f.reader)
 	}
+	pass(nil)
+	assert.Empty(t, registry)
+	assert.Zero(t, f.reader.Count(reconcilertest.Get, "Widget"), "once the cache knows the object is gone, no more reads:\n%s", f.reader)
+}
+
+// A pass that starts right after an earlier pass's status write, before the
+// cache has it, reads the apiserver's copy: it neither sends a status patch
+// doomed to conflict nor waits, and AssertIdempotent needs no cache sync.
+func TestPassBehindItsOwnStatusWriteReadsTheAPIServer(t *testing.T) {
+	var fc frozenCache
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "a", Condition: "AReady", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.ContinueWith("Up", "up") }},
+	}})
+	f.sync()
+	f.useClient(fc.client(f.m.Client))
+	fc.freeze(t, f.ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.req.Namespace, Name: f.req.Name}})
+	f.c.Reset()
+	_, err := f.r.Reconcile(f.ctx, f.req)
+	require.NoError(t, err)
+	require.Equal(t, 1, f.c.Mutations(), "the first pass writes status:\n%s", f.c)
+
+	// The cache still holds the copy without status.
+	f.c.Reset()
+	f.reader.Reset()
+	reconcilertest.AssertIdempotent(t, f.ctx, f.r, f.c, f.req)
+	assert.Equal(t, 1, f.reader.Count(reconcilertest.Get, "Widget"), "%s", f.reader)
+}
+
+// A read of the pass's own typed write carries apiVersion and kind, as a
+// cached read does: the write's answer comes back without them.
+func TestReadOfOwnTypedWriteHasItsKind(t *testing.T) {
+	var fc frozenCache
+	var got metav1.TypeMeta
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+		{Name: "own-finalizer", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+			if _, err := finalizer.Ensure(ctx, s.Client, s.Object, "test.reconcilekit.io/extra"); err != nil {
+				return reconciler.Error(err)
+			}
+			var w testv1.Widget
+			if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &w); err != nil {
+				return reconciler.Error(err)
+			}
+			if !slices.Contains(w.Finalizers, "test.reconcilekit.io/extra") {
+				return reconciler.Error(errors.New("the read did not return the pass's write"))
+			}
+			got = w.TypeMeta
+			return reconciler.Continue()
+		}},
+	}})
+	f.sync()
+	f.useClient(fc.client(f.m.Client))
+	fc.freeze(t, f.ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.req.Namespace, Name: f.req.Name}})
+	_, err := f.r.Reconcile(f.ctx, f.req)
+	require.NoError(t, err)
+	assert.Equal(t, metav1.TypeMeta{APIVersion: "test.reconcilekit.io/v1", Kind: "Widget"}, got)
 }
