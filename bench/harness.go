@@ -131,10 +131,11 @@ type ImplResult struct {
 	ScrapeCPU time.Duration
 	// Memory with N WebApps, and again with Unrelated objects added.
 	Memory, MemoryUnrelated Memory
-	// Registry is the route registry once every WebApp converged; after
-	// the deletion it must hold none of their entries (Run fails if it
-	// does).
+	// Registry is the route registry once every WebApp converged.
 	Registry Registry
+	// RegistryLeft is how many entries of the deleted WebApps the
+	// registry still held after the deletion: 0 unless the operator leaks.
+	RegistryLeft int
 	// MemoryStartup is read once the operator is idle after startup,
 	// without waiting for a GC cycle (the heap the last one found live):
 	// the fixed cost the per-WebApp heap figure is taken above.
@@ -611,10 +612,13 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 	}
 	h.cfg.Logf("%s: %d WebApps finalized in %s (%d requests, %d mutating)", name, h.cfg.N, res.Delete.Elapsed.Round(time.Millisecond),
 		res.Delete.Client.Total(), res.Delete.Client.Mutating())
-	if left, err := h.registry(ctx, ns); err != nil {
+	left, err := h.registry(ctx, ns)
+	if err != nil {
 		return res, err
-	} else if left.Entries > 0 {
-		return res, fmt.Errorf("%s: the route registry still holds %d entries of deleted WebApps", name, left.Entries)
+	}
+	if res.RegistryLeft = left.Entries; left.Entries > 0 {
+		// Reported, not fatal: a scale run is too long to lose.
+		h.cfg.Logf("%s: the route registry still holds %d entries of deleted WebApps", name, left.Entries)
 	}
 	return res, h.deleteNamespaces(ctx, ns)
 }
@@ -760,7 +764,13 @@ func (h *harness) update(ctx context.Context, op *Operator, ns string) (Phase, e
 func (h *harness) delete(ctx context.Context, op *Operator, ns string) (Phase, error) {
 	return h.phase(ctx, op, "delete", func(p *Phase, before OperatorStats) error {
 		start := time.Now()
-		if err := h.c.DeleteAllOf(ctx, &webappv1.WebApp{}, client.InNamespace(ns)); err != nil {
+		// One DELETE per WebApp, in parallel as they were created: a
+		// DeleteCollection of 1,000 of them outlived the apiserver's
+		// 60-second request timeout on this machine.
+		if err := h.parallel(ctx, h.cfg.N, func(ctx context.Context, i int) error {
+			app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: objectName(i)}}
+			return client.IgnoreNotFound(h.c.Delete(ctx, app))
+		}); err != nil {
 			return fmt.Errorf("deleting the WebApps in %s: %w", ns, err)
 		}
 		if err := poll(ctx, h.cfg.Timeout, func() (bool, error) {

@@ -378,7 +378,7 @@ func pollEvery(ctx context.Context, interval, timeout time.Duration, cond func()
 
 // profileChunk is the length of each CPU profile Profile takes: the phase's
 // profile is the chunks together (`go tool pprof` merges the files it is
-// given), and at most one chunk is cut off when the phase ends.
+// given); the last one runs up to this long past the phase's end.
 const profileChunk = 5 * time.Second
 
 // Profile writes pprof profiles of the operator to dir/<name>-<label>-*.pprof
@@ -393,10 +393,16 @@ func (op *Operator) Profile(ctx context.Context, dir, label string) <-chan error
 	}
 	go func() {
 		var errs []error
+		// Each chunk runs to its end, even past the phase's (Go's handler
+		// writes the profile only then, and holds the profiler until it
+		// has): a cut-off chunk would be lost, and the next phase's first
+		// request refused.
 		for i := 0; ctx.Err() == nil; i++ {
 			file := filepath.Join(dir, fmt.Sprintf("%s-%s-cpu-%03d.pprof", op.Name, label, i))
-			err := fetchTo(ctx, op.pprofURL+fmt.Sprintf("profile?seconds=%d", int(profileChunk.Seconds())), file)
-			if err != nil && ctx.Err() == nil {
+			cctx, cancel := context.WithTimeout(context.Background(), profileChunk+time.Minute)
+			err := fetchTo(cctx, op.pprofURL+fmt.Sprintf("profile?seconds=%d", int(profileChunk.Seconds())), file)
+			cancel()
+			if err != nil {
 				errs = append(errs, err)
 				break
 			}
