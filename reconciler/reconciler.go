@@ -368,7 +368,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		Object:   obj,
 		Client:   counted,
 		Recorder: r.opts.Recorder,
-		applier:  &ownership.Applier{Client: counted, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
+		applier:  &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
 	}
 
 	if _, paused := obj.GetAnnotations()[PausedAnnotation]; paused {
@@ -549,7 +549,7 @@ func (r *Reconciler[T]) runStep(ctx context.Context, step Step[T], s *Scope[T]) 
 			log.V(1).Info("step waiting", "reason", out.reason, "message", out.message)
 		}
 	}()
-	return step.Run(ctx, s)
+	return stallRefusedAdoption(step.Run(ctx, s))
 }
 
 // markStep sets the step's own condition from its outcome.
