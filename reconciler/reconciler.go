@@ -290,7 +290,9 @@ type Scope[T Object] struct {
 // appsv1ac.Deployment(name, namespace), as an object owned (controlled) by
 // s.Object with server-side apply, writing nothing when the live object
 // already matches. Later reads through s.Client in this pass return what
-// it wrote. See ownership.Applier.Apply.
+// it wrote. See ownership.Applier.Apply. A step that returns its
+// *ownership.AdoptionRefusedError as Error stalls the pass (Terminal, reason
+// ReasonAdoptionRefused): no retry makes the object adoptable.
 func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration, opts ...ownership.Option) (ownership.Operation, error) {
 	return s.applier.Apply(ctx, s.Object, desired, opts...)
 }
