@@ -30,21 +30,30 @@ import (
 //   - Only fields present in the desired object are ever applied, so fields
 //     set by the server (defaults), by other controllers, or listed in
 //     IgnoreFields are never overwritten nor counted as drift.
-//   - An object controlled by someone else is never modified or deleted.
+//   - An object controlled by someone else is never modified or deleted,
+//     and an object without a controller is adopted only if this operator
+//     wrote it before, or with [Adopt].
 //
-// Caveats: reads through a cache can be stale right after our own write.
-// An Apply of that object before the cache has the write (a later step of
-// the same pass, or the next pass) then finds no object or the older one and
-// re-applies the identical configuration once: one apply request, which the
-// server treats as a no-op (no new resourceVersion, no watch event), reported
-// as Created (the cache had no object) or Updated, not Unchanged. Likewise a
-// Prune before the cache has seen its last deletions sends those deletes
-// again; they are answered NotFound and not reported. An Applier is safe for
-// concurrent use if its Client is.
+// Caveats: reads through a cache can be stale right after a write. Where
+// the cache has no object, or one without a controller, Apply asks the API
+// server (APIReader) before writing: one read instead of an apply. Where it
+// has an older version of an object it owns, Apply may re-apply the
+// identical configuration once: one apply request, which the server treats
+// as a no-op (no new resourceVersion, no watch event), reported as Updated,
+// not Unchanged. Likewise a Prune before the cache has seen its last
+// deletions sends those deletes again; they are answered NotFound and not
+// reported. An Applier is safe for concurrent use if its clients are.
 type Applier struct {
 	// Client reads the live objects (reads may come from the manager's
 	// cache) and writes them (writes always go to the apiserver).
 	Client client.Client
+	// APIReader reads from the API server, not from a cache
+	// (mgr.GetAPIReader()). Required. Apply uses it where a cached read
+	// cannot decide: an object the cache does not hold (not seen yet, or
+	// outside its label selector) or holds without a controller (whether
+	// this operator wrote it is in managedFields, which caches often strip),
+	// and an object replaced since it was read.
+	APIReader client.Reader
 	// Scheme maps the owner to its GroupVersionKind, and says which owned
 	// kinds are read as typed objects (sharing the informer of an Owns()
 	// watch) rather than unstructured.
@@ -64,9 +73,8 @@ type Applier struct {
 type Operation string
 
 const (
-	// Created means the object was not found, so desired was applied
-	// whole: it did not exist and was created, or — right after our own
-	// create, see the caveats on [Applier] — the cache did not have it yet.
+	// Created means the API server had no such object and the apply
+	// created it.
 	Created Operation = "Created"
 	// Updated means the live object had drifted (or the desired
 	// configuration changed) and was applied.
@@ -80,6 +88,7 @@ type Option func(*options)
 
 type options struct {
 	ignore []string
+	adopt  bool
 }
 
 // IgnoreFields leaves these fields to others (e.g. "spec.replicas" for a
@@ -124,14 +133,22 @@ func IgnoreFields(paths ...string) Option {
 // compiled-in schemas and custom resources are refused.
 //
 // Guarantees:
-//   - Unchanged means no mutating request was made.
-//   - An existing object with no controller is adopted: our controller
-//     reference is added, other owner references are kept.
+//   - Unchanged means no mutating request was made; Created means the API
+//     server had no such object and this apply created it (judged by the
+//     API server, not by a cache that may lag).
 //   - An existing object controlled by another owner (a different UID, which
 //     includes an earlier incarnation of the same owner) is not touched;
-//     Apply returns a *ForeignControllerError. (If the cache has not seen
-//     the object yet, Apply applies and the apiserver refuses the second
-//     controller reference, and with it the whole apply: an Invalid error.)
+//     Apply returns a *ForeignControllerError.
+//   - An existing object without a controller is adopted (our controller
+//     reference added, other owner references kept) only if FieldManager
+//     has written it before (its managedFields say so), or with [Adopt].
+//     Otherwise it is not touched and Apply returns an
+//     *AdoptionRefusedError: a name from a user's spec must not let that
+//     user take over, and have the garbage collector delete, an object they
+//     do not own.
+//   - An apply over an existing object names its UID, so an object deleted
+//     or replaced since it was read is never written by mistake: Apply
+//     reads it again from the API server and judges the new one.
 //   - With a namespaced owner, desired must be in the owner's namespace: an
 //     empty namespace defaults to it, a different one is an error naming
 //     metadata.namespace. A cluster-scoped object cannot have a namespaced
@@ -191,51 +208,123 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
 
+	j := judge{ownerRef: ownerRef, adopt: o.adopt, gvk: gvk, key: key, desc: desc, config: config, ts: ts}
+	live, err := a.read(ctx, a.Client, gvk, key)
+	if err != nil {
+		return "", fmt.Errorf("apply %s: reading live object: %w", desc, err)
+	}
+	if live == nil || metav1.GetControllerOf(live) == nil {
+		// The cache may not hold the object (not seen yet, or outside its
+		// label selector) and may strip the managedFields that say who wrote
+		// it: whether it exists and may be adopted, the API server says.
+		if live, err = a.read(ctx, a.APIReader, gvk, key); err != nil {
+			return "", fmt.Errorf("apply %s: reading live object from the API server: %w", desc, err)
+		}
+	}
+	op, err := a.write(ctx, j, live)
+	if live != nil && replaced(err) {
+		// The object we judged was deleted, or replaced by another with
+		// the same name, since the read: judge what is there now.
+		if live, err = a.read(ctx, a.APIReader, gvk, key); err != nil {
+			return "", fmt.Errorf("apply %s: reading live object from the API server: %w", desc, err)
+		}
+		op, err = a.write(ctx, j, live)
+	}
+	return op, err
+}
+
+// judge is what Apply decides with: the desired configuration and the
+// rules for taking over an existing object.
+type judge struct {
+	ownerRef metav1.OwnerReference
+	adopt    bool
+	gvk      schema.GroupVersionKind
+	key      client.ObjectKey
+	desc     string
+	config   map[string]any
+	ts       *typeSchema
+}
+
+// read returns the object at key as r has it, nil if it does not exist.
+func (a *Applier) read(ctx context.Context, r client.Reader, gvk schema.GroupVersionKind, key client.ObjectKey) (client.Object, error) {
 	live, err := a.newObject(gvk)
 	if err != nil {
-		return "", fmt.Errorf("apply %s: %w", desc, err)
+		return nil, err
 	}
-	op := Updated
-	switch err := a.Client.Get(ctx, key, live); {
+	switch err := r.Get(ctx, key, live); {
 	case apierrors.IsNotFound(err):
-		op = Created
+		return nil, nil
 	case err != nil:
-		return "", fmt.Errorf("apply %s: reading live object: %w", desc, err)
-	default:
-		if c := metav1.GetControllerOf(live); c != nil && c.UID != ownerRef.UID {
-			return "", &ForeignControllerError{Kind: gvk.Kind, Key: key, Owner: ownerRef, Controller: *c}
-		}
-		liveMap, err := toMap(live)
-		if err != nil {
-			return "", fmt.Errorf("apply %s: %w", desc, err)
-		}
-		// Typed objects read through a client usually have no TypeMeta; the
-		// type is the one we asked for.
-		liveMap["apiVersion"], liveMap["kind"] = config["apiVersion"], config["kind"]
-		want := config
-		if _, isUnstructured := live.(runtime.Unstructured); !isUnstructured && !clientgoscheme.Scheme.Recognizes(gvk) {
-			want = asRead(a.Scheme, gvk, config)
-		}
-		path, drifted := firstDrift(ts, want, liveMap)
-		if !drifted {
-			return Unchanged, nil
-		}
-		logf.FromContext(ctx).V(1).Info("owned object drifted, applying", "object", desc, "field", path)
+		return nil, err
 	}
+	return live, nil
+}
 
-	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(config)}
+// write applies j.config over live (nil: the object does not exist) if
+// live may be taken and has drifted.
+func (a *Applier) write(ctx context.Context, j judge, live client.Object) (Operation, error) {
+	if live == nil {
+		answer, err := a.send(ctx, j, "")
+		if err != nil {
+			return "", err
+		}
+		// The object did not exist when read, so this apply created it,
+		// unless someone else created it in between: their managedFields
+		// entry is then in the answer.
+		if onlyManager(answer, a.FieldManager) {
+			return Created, nil
+		}
+		return Updated, nil
+	}
+	switch c := metav1.GetControllerOf(live); {
+	case c != nil && c.UID != j.ownerRef.UID:
+		return "", &ForeignControllerError{Kind: j.gvk.Kind, Key: j.key, Owner: j.ownerRef, Controller: *c}
+	case c == nil && !j.adopt && !wroteBy(live, a.FieldManager):
+		return "", &AdoptionRefusedError{Kind: j.gvk.Kind, Key: j.key, Owner: j.ownerRef, FieldManager: a.FieldManager}
+	}
+	liveMap, err := toMap(live)
+	if err != nil {
+		return "", fmt.Errorf("apply %s: %w", j.desc, err)
+	}
+	// Typed objects read through a client usually have no TypeMeta; the
+	// type is the one we asked for.
+	liveMap["apiVersion"], liveMap["kind"] = j.config["apiVersion"], j.config["kind"]
+	want := j.config
+	if _, isUnstructured := live.(runtime.Unstructured); !isUnstructured && !clientgoscheme.Scheme.Recognizes(j.gvk) {
+		want = asRead(a.Scheme, j.gvk, j.config)
+	}
+	path, drifted := firstDrift(j.ts, want, liveMap)
+	if !drifted {
+		return Unchanged, nil
+	}
+	logf.FromContext(ctx).V(1).Info("owned object drifted, applying", "object", j.desc, "field", path)
+	if _, err := a.send(ctx, j, live.GetUID()); err != nil {
+		return "", err
+	}
+	return Updated, nil
+}
+
+// send applies j.config as FieldManager, forcing ownership, and returns
+// the server's answer. With uid set the apply is for that object only: the
+// API server refuses it if the object is gone (Conflict) or is another one
+// by the same name (metadata.uid is immutable: Invalid), see replaced.
+func (a *Applier) send(ctx context.Context, j judge, uid types.UID) (map[string]any, error) {
+	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(j.config)}
+	if uid != "" {
+		u.SetUID(uid)
+	}
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.ForceOwnership, client.FieldOwner(a.FieldManager)); err != nil {
-		return "", fmt.Errorf("apply %s: server-side apply as %q: %w", desc, a.FieldManager, err)
+		return nil, fmt.Errorf("apply %s: server-side apply as %q: %w", j.desc, a.FieldManager, err)
 	}
 	// The response must contain what we sent; if it does not, the server
 	// (schema pruning, a mutating webhook) rewrote it and every pass will
 	// write. Worth a log line, not an error: the write itself succeeded.
-	if path, drifted := firstDrift(ts, config, u.Object); drifted {
+	if path, drifted := firstDrift(j.ts, j.config, u.Object); drifted {
 		logf.FromContext(ctx).Info("server did not keep an applied field; this object will be re-applied on every pass",
-			"object", desc, "field", path)
+			"object", j.desc, "field", path)
 	}
-	return op, nil
+	return u.Object, nil
 }
 
 // Prune deletes objects of list's type in owner's namespace that owner
@@ -301,6 +390,8 @@ func (a *Applier) validate() error {
 	switch {
 	case a.Client == nil:
 		return errors.New("ownership.Applier: Client is required")
+	case a.APIReader == nil:
+		return errors.New("ownership.Applier: APIReader is required (mgr.GetAPIReader(), or Client if it does not read from a cache)")
 	case a.Scheme == nil:
 		return errors.New("ownership.Applier: Scheme is required")
 	case a.FieldManager == "":

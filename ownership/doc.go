@@ -45,12 +45,15 @@
 // desired, with Background propagation and a UID precondition.
 //
 // Apply refuses to act on objects another owner controls
-// (ForeignControllerError) and Prune skips them; both keep owner references
-// within one namespace, as the garbage collector requires.
+// (ForeignControllerError) and Prune skips them; Apply adopts an existing
+// object without a controller only if this operator wrote it before, or
+// with Adopt (AdoptionRefusedError); both keep owner references within one
+// namespace, as the garbage collector requires.
 //
 // # Typical use
 //
-//	a := &ownership.Applier{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), FieldManager: "webapp-operator"}
+//	a := &ownership.Applier{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+//		Scheme: mgr.GetScheme(), FieldManager: "webapp-operator"}
 //	// In Reconcile, build the desired objects from scratch from the owner's spec:
 //	dep := appsv1ac.Deployment(app.Name, app.Namespace).WithSpec(...)
 //	if _, err := a.Apply(ctx, app, dep, ownership.IgnoreFields("spec.replicas")); err != nil { ... }

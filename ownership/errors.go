@@ -27,6 +27,41 @@ type ForeignControllerError struct {
 
 func (e *ForeignControllerError) Error() string {
 	return fmt.Sprintf("refusing to adopt %s %s for %s %q (uid %s): it is controlled by %s %q (uid %s)",
-		e.Kind, e.Key, e.Owner.Kind, e.Owner.Name, e.Owner.UID,
+		e.Kind, objectKey(e.Key), e.Owner.Kind, e.Owner.Name, e.Owner.UID,
 		e.Controller.Kind, e.Controller.Name, e.Controller.UID)
+}
+
+// AdoptionRefusedError is returned by Apply when the object exists without
+// a controller and nothing says this operator created it (its FieldManager
+// never wrote it), and Apply was not given [Adopt]. Adopting it would hand
+// it to whoever may create the owner: the garbage collector would delete it
+// with the owner.
+//
+// Match it with errors.As. No retry fixes it: someone must delete or
+// rename the object, or the operator must pass Adopt. A reconciler.Scope
+// step that returns it as reconciler.Error stalls the pass (Stalled=True,
+// reason AdoptionRefused) instead of retrying.
+type AdoptionRefusedError struct {
+	// Kind and Key name the object Apply was asked to apply.
+	Kind string
+	Key  client.ObjectKey
+	// Owner is the owner passed to Apply.
+	Owner metav1.OwnerReference
+	// FieldManager is the Applier's field manager, which never wrote the
+	// object.
+	FieldManager string
+}
+
+func (e *AdoptionRefusedError) Error() string {
+	return fmt.Sprintf("refusing to adopt %s %s for %s %q (uid %s): it exists without a controller and field manager %q never wrote it; "+
+		"delete or rename it, or apply with ownership.Adopt() to take it over",
+		e.Kind, objectKey(e.Key), e.Owner.Kind, e.Owner.Name, e.Owner.UID, e.FieldManager)
+}
+
+// objectKey is namespace/name, or the name of a cluster-scoped object.
+func objectKey(k client.ObjectKey) string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.String()
 }

@@ -19,13 +19,13 @@ import (
 // A reconciler builds the apply configurations it wants from scratch on
 // every pass and applies them; the second pass finds nothing to do and
 // writes nothing. Apply does not change desired: read the live object with
-// the client. (In a controller Client is mgr.GetClient(); a fake client keeps
-// this self-contained.)
+// the client. (In a controller Client is mgr.GetClient() and APIReader
+// mgr.GetAPIReader(); a fake client keeps this self-contained.)
 func Example() {
 	scheme, _ := testenv.NewScheme()
 	owner := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "default", UID: "1234"}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(scheme)).Build()
-	a := &ownership.Applier{Client: c, Scheme: scheme, FieldManager: "webapp-operator"}
+	a := &ownership.Applier{Client: c, APIReader: c, Scheme: scheme, FieldManager: "webapp-operator"}
 
 	for range 2 {
 		cm := corev1ac.ConfigMap("shop-config", "").WithData(map[string]string{"color": "blue"})

@@ -132,7 +132,7 @@ func TestApplyCustomResourceListsBySchema(t *testing.T) {
 
 func TestApplyCustomResourceNeedsSchemas(t *testing.T) {
 	f := setup(t)
-	a := &ownership.Applier{Client: f.c, Scheme: env.Scheme, FieldManager: manager}
+	a := &ownership.Applier{Client: f.c, APIReader: f.reader, Scheme: env.Scheme, FieldManager: manager}
 	f.c.Reset()
 	_, err := a.Apply(f.ctx, f.owner, gadget(gadgetac.GadgetSpec().WithTags("a")))
 	require.Error(t, err)

@@ -18,9 +18,10 @@ func TestApplierRequiresItsFields(t *testing.T) {
 		a       Applier
 		wantErr string
 	}{
-		{"no client", Applier{Scheme: runtime.NewScheme(), FieldManager: "m"}, "Client is required"},
-		{"no scheme", Applier{Client: c, FieldManager: "m"}, "Scheme is required"},
-		{"no field manager", Applier{Client: c, Scheme: runtime.NewScheme()}, "FieldManager is required"},
+		{"no client", Applier{APIReader: c, Scheme: runtime.NewScheme(), FieldManager: "m"}, "Client is required"},
+		{"no API reader", Applier{Client: c, Scheme: runtime.NewScheme(), FieldManager: "m"}, "APIReader is required"},
+		{"no scheme", Applier{Client: c, APIReader: c, FieldManager: "m"}, "Scheme is required"},
+		{"no field manager", Applier{Client: c, APIReader: c, Scheme: runtime.NewScheme()}, "FieldManager is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

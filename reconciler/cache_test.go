@@ -161,9 +161,12 @@ func TestPassReadsItsOwnWrites(t *testing.T) {
 			}},
 		},
 	})
-	// The object exists at v=1 and the cache has it; then the cache stops.
+	// The Widget's object exists at v=1 and the cache has it; then the
+	// cache stops.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: f.req.Namespace,
-		Labels: map[string]string{"v": "1"}}, Data: map[string]string{"v": "1"}}
+		Labels:          map[string]string{"v": "1"},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(f.get(), testv1.GroupVersion.WithKind("Widget"))}},
+		Data: map[string]string{"v": "1"}}
 	require.NoError(t, env.Client.Create(f.ctx, cm))
 	fc.freeze(t, f.ctx, cm)
 	f.useClient(fc.client(f.m.Client))

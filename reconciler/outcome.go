@@ -1,8 +1,11 @@
 package reconciler
 
 import (
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/reconcilekit/reconcilekit/ownership"
 )
 
 type outcomeKind int
@@ -27,6 +30,11 @@ const (
 	// ReasonInvalidStep stalls a pass whose step changed the object outside
 	// its status: a bug in the step, which no retry can fix.
 	ReasonInvalidStep = "InvalidStep"
+	// ReasonAdoptionRefused stalls a pass whose step could not apply an
+	// owned object because an object by that name exists that the owner may
+	// not take over (ownership.AdoptionRefusedError): someone must delete
+	// or rename it.
+	ReasonAdoptionRefused = "AdoptionRefused"
 )
 
 // Outcome is what a step returns: whether the pass goes on, and what the
@@ -89,6 +97,18 @@ func (o Outcome) After(d time.Duration) Outcome {
 // other).
 func (o Outcome) WithReason(reason string) Outcome {
 	o.reason = reason
+	return o
+}
+
+// stallRefusedAdoption turns a step's Error outcome whose error is an
+// ownership.AdoptionRefusedError into Terminal with ReasonAdoptionRefused:
+// no retry makes the object adoptable, so the object is Stalled, and the
+// error, in its message, names the object.
+func stallRefusedAdoption(o Outcome) Outcome {
+	var refused *ownership.AdoptionRefusedError
+	if o.kind == kindError && errors.As(o.err, &refused) {
+		return Terminal(ReasonAdoptionRefused, o.err)
+	}
 	return o
 }
 

@@ -290,7 +290,9 @@ type Scope[T Object] struct {
 // appsv1ac.Deployment(name, namespace), as an object owned (controlled) by
 // s.Object with server-side apply, writing nothing when the live object
 // already matches. Later reads through s.Client in this pass return what
-// it wrote. See ownership.Applier.Apply.
+// it wrote. See ownership.Applier.Apply. A step that returns its
+// *ownership.AdoptionRefusedError as Error stalls the pass (Terminal, reason
+// ReasonAdoptionRefused): no retry makes the object adoptable.
 func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration, opts ...ownership.Option) (ownership.Operation, error) {
 	return s.applier.Apply(ctx, s.Object, desired, opts...)
 }
@@ -368,7 +370,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		Object:   obj,
 		Client:   counted,
 		Recorder: r.opts.Recorder,
-		applier:  &ownership.Applier{Client: counted, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
+		applier:  &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
 	}
 
 	if _, paused := obj.GetAnnotations()[PausedAnnotation]; paused {
@@ -549,7 +551,7 @@ func (r *Reconciler[T]) runStep(ctx context.Context, step Step[T], s *Scope[T]) 
 			log.V(1).Info("step waiting", "reason", out.reason, "message", out.message)
 		}
 	}()
-	return step.Run(ctx, s)
+	return stallRefusedAdoption(step.Run(ctx, s))
 }
 
 // markStep sets the step's own condition from its outcome.
