@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -186,7 +185,7 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	if err := finish(config, ignore); err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
-	ts, err := a.schemaFor(gvk)
+	ts, err := a.schemaFor(ctx, gvk)
 	if err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
@@ -212,11 +211,8 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		// Typed objects read through a client usually have no TypeMeta; the
 		// type is the one we asked for.
 		liveMap["apiVersion"], liveMap["kind"] = config["apiVersion"], config["kind"]
-		want := config
-		if _, isUnstructured := live.(runtime.Unstructured); !isUnstructured && !clientgoscheme.Scheme.Recognizes(gvk) {
-			want = asRead(a.Scheme, gvk, config)
-		}
-		path, drifted := firstDrift(ts, want, liveMap)
+		_, isUnstructured := live.(runtime.Unstructured)
+		path, drifted := a.drift(ts, gvk, config, liveMap, !isUnstructured)
 		if !drifted {
 			return Unchanged, nil
 		}
@@ -231,7 +227,7 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	// The response must contain what we sent; if it does not, the server
 	// (schema pruning, a mutating webhook) rewrote it and every pass will
 	// write. Worth a log line, not an error: the write itself succeeded.
-	if path, drifted := firstDrift(ts, config, u.Object); drifted {
+	if path, drifted := a.drift(ts, gvk, config, u.Object, false); drifted {
 		logf.FromContext(ctx).Info("server did not keep an applied field; this object will be re-applied on every pass",
 			"object", desc, "field", path)
 	}
