@@ -47,6 +47,8 @@ func newHangingProxy(t *testing.T, prefix string) *hangingProxy {
 			p.held <- struct{}{}
 			select {
 			case <-p.release:
+			case <-t.Context().Done(): // the test ended: let its workers finish
+				return
 			case <-r.Context().Done():
 				p.dropped <- struct{}{}
 				return
