@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -203,7 +202,7 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	if err := finish(config, ignore); err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
-	ts, err := a.schemaFor(gvk)
+	ts, err := a.schemaFor(ctx, gvk)
 	if err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
@@ -289,11 +288,8 @@ func (a *Applier) write(ctx context.Context, j judge, live client.Object) (Opera
 	// Typed objects read through a client usually have no TypeMeta; the
 	// type is the one we asked for.
 	liveMap["apiVersion"], liveMap["kind"] = j.config["apiVersion"], j.config["kind"]
-	want := j.config
-	if _, isUnstructured := live.(runtime.Unstructured); !isUnstructured && !clientgoscheme.Scheme.Recognizes(j.gvk) {
-		want = asRead(a.Scheme, j.gvk, j.config)
-	}
-	path, drifted := firstDrift(j.ts, want, liveMap)
+	_, isUnstructured := live.(runtime.Unstructured)
+	path, drifted := a.drift(j.ts, j.gvk, j.config, liveMap, !isUnstructured)
 	if !drifted {
 		return Unchanged, nil
 	}
@@ -320,7 +316,7 @@ func (a *Applier) send(ctx context.Context, j judge, uid types.UID) (map[string]
 	// The response must contain what we sent; if it does not, the server
 	// (schema pruning, a mutating webhook) rewrote it and every pass will
 	// write. Worth a log line, not an error: the write itself succeeded.
-	if path, drifted := firstDrift(j.ts, j.config, u.Object); drifted {
+	if path, drifted := a.drift(j.ts, j.gvk, j.config, u.Object, false); drifted {
 		logf.FromContext(ctx).Info("server did not keep an applied field; this object will be re-applied on every pass",
 			"object", j.desc, "field", path)
 	}

@@ -45,6 +45,8 @@ const quantityType = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 //     apiserver stores them canonicalized; everything else exactly. Custom
 //     resources store what they were sent, so a quantity-like string in a
 //     CRD is compared exactly, as the server keeps it.
+//   - a desired zero value marked omittedZero (one the live object cannot
+//     show; see drift in zero.go) matches an absent live field.
 //
 // A field the schema does not know (the server would prune or reject it) is
 // compared with the same rules, lists positionally.
@@ -116,7 +118,7 @@ func (c comparer) mapDrift(m *smdschema.Map, d map[string]any, l any) ([]string,
 		}
 		lv, present := lm[k]
 		if !present || lv == nil {
-			if isEmptyCollection(dv) {
+			if _, zero := dv.(omittedZero); zero || isEmptyCollection(dv) {
 				continue
 			}
 			return []string{k}, true
@@ -137,6 +139,9 @@ func (c comparer) valueDrift(tr typeRef, d, l any) ([]string, bool) {
 	case []any:
 		return c.listDrift(a.List, dv, l)
 	default:
+		if z, ok := d.(omittedZero); ok {
+			d = z.v
+		}
 		quantity := tr.known && tr.NamedType != nil && *tr.NamedType == quantityType
 		if scalarEqual(d, l, quantity) {
 			return nil, false
@@ -228,11 +233,10 @@ func (c comparer) keyedDrift(keys []string, elem typeRef, d, ll []any) ([]string
 // (a port's protocol), so any live value matches it.
 func sameKeys(keys []string, dm, lm map[string]any) bool {
 	for _, k := range keys {
-		dv, ok := dm[k]
-		if !ok || dv == nil {
+		if unset(dm, k) {
 			continue
 		}
-		if !scalarEqual(dv, lm[k], false) {
+		if !scalarEqual(dm[k], lm[k], false) {
 			return false
 		}
 	}
@@ -245,10 +249,10 @@ func keySegment(keys []string, dm map[string]any) string {
 	var b strings.Builder
 	b.WriteByte('[')
 	for _, k := range keys {
-		v, ok := dm[k]
-		if !ok || v == nil {
+		if unset(dm, k) {
 			continue
 		}
+		v := dm[k]
 		if b.Len() > 1 {
 			b.WriteByte(',')
 		}
@@ -262,6 +266,14 @@ func keySegment(keys []string, dm map[string]any) string {
 	}
 	b.WriteByte(']')
 	return b.String()
+}
+
+// unset reports whether desired element dm leaves key k to the server: not
+// set, or set to a zero value its Go type cannot hold (see omittedZero).
+func unset(dm map[string]any, k string) bool {
+	v, ok := dm[k]
+	_, zero := v.(omittedZero)
+	return !ok || v == nil || zero
 }
 
 func stringify(v any) string {

@@ -2,7 +2,9 @@ package ownership
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,9 +18,12 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/openapi"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 )
 
 type m = map[string]any
@@ -341,12 +346,12 @@ func TestBuiltinSchema(t *testing.T) {
 
 func TestSchemaForCustomResourceNeedsSchemas(t *testing.T) {
 	a := &Applier{}
-	_, err := a.schemaFor(schema.GroupVersionKind{Group: "test.reconcilekit.io", Version: "v1", Kind: "Gadget"})
+	_, err := a.schemaFor(t.Context(), schema.GroupVersionKind{Group: "test.reconcilekit.io", Version: "v1", Kind: "Gadget"})
 	require.ErrorIs(t, err, errNoSchema)
 	assert.ErrorContains(t, err, "Applier.Schemas")
 	assert.ErrorContains(t, err, "Gadget")
 
-	ts, err := a.schemaFor(deploymentGVK)
+	ts, err := a.schemaFor(t.Context(), deploymentGVK)
 	require.NoError(t, err)
 	assert.Same(t, builtinOf(t, deploymentGVK), ts, "built-in kinds need no Schemas")
 }
@@ -511,22 +516,112 @@ func TestSchemaKeepsOnlyReachableTypes(t *testing.T) {
 }
 
 // failingOpenAPI is an apiserver whose /openapi/v3 cannot be read.
-type failingOpenAPI struct{ calls int }
+type failingOpenAPI struct{ calls atomic.Int32 }
 
 func (f *failingOpenAPI) Paths() (map[string]openapi.GroupVersion, error) {
-	f.calls++
+	f.calls.Add(1)
 	return nil, errors.New("forbidden")
 }
 
 // When the apiserver's schema cannot be read, a built-in kind falls back to
-// client-go's, once: not a fetch of the document on every Apply.
+// client-go's and the document is not fetched again on every Apply; it is
+// retried a minute later (a failure may be a passing one: a timeout, an
+// apiserver restarting).
 func TestUnreadableSchemaFallsBackOnce(t *testing.T) {
 	api := &failingOpenAPI{}
 	a := &Applier{Schemas: NewSchemas(api)}
+	now := time.Now()
+	a.Schemas.now = func() time.Time { return now }
 	for range 3 {
-		ts, err := a.schemaFor(deploymentGVK)
+		ts, err := a.schemaFor(t.Context(), deploymentGVK)
 		require.NoError(t, err)
 		assert.Same(t, builtinOf(t, deploymentGVK), ts)
 	}
-	assert.Equal(t, 1, api.calls)
+	assert.Equal(t, int32(1), api.calls.Load())
+
+	// A custom resource has no fallback: the remembered error, at once.
+	_, err := a.Schemas.lookup(t.Context(), deploymentGVK.GroupVersion().WithKind("NotBuiltIn"))
+	require.ErrorContains(t, err, "forbidden")
+	assert.Equal(t, int32(1), api.calls.Load())
+
+	now = now.Add(schemaRetryAfter)
+	ts, err := a.schemaFor(t.Context(), deploymentGVK)
+	require.NoError(t, err)
+	assert.Same(t, builtinOf(t, deploymentGVK), ts)
+	assert.Equal(t, int32(2), api.calls.Load(), "retried after schemaRetryAfter")
+}
+
+// zeroDeployment is testDeployment with zero values its Go type cannot hold
+// apart from "not set" (hostNetwork, minReadySeconds, a container's stdin and
+// workingDir), and one it can (automountServiceAccountToken, a *bool).
+func zeroDeployment() *appsv1ac.DeploymentApplyConfiguration {
+	d := testDeployment()
+	d.Spec.WithMinReadySeconds(0)
+	d.Spec.Template.Spec.WithHostNetwork(false).WithAutomountServiceAccountToken(false)
+	d.Spec.Template.Spec.Containers[0].WithStdin(false).WithWorkingDir("")
+	return d
+}
+
+// The API server stores a built-in kind through its Go type, which drops
+// a zero value of a non-pointer omitempty field: the live object never has
+// it. Absent matches it; a present value must still equal it.
+func TestDriftZeroValuesTheServerOmits(t *testing.T) {
+	container := func(d *appsv1.Deployment) *corev1.Container { return &d.Spec.Template.Spec.Containers[1] }
+	tests := []struct {
+		name     string
+		edit     func(live *appsv1.Deployment)
+		wantPath string
+	}{
+		{"absent matches false, 0 and the empty string", func(*appsv1.Deployment) {}, ""},
+		{"hostNetwork set to true", func(d *appsv1.Deployment) { d.Spec.Template.Spec.HostNetwork = true },
+			"spec.template.spec.hostNetwork"},
+		{"stdin set to true", func(d *appsv1.Deployment) { container(d).Stdin = true },
+			"spec.template.spec.containers[name=app].stdin"},
+		{"workingDir set", func(d *appsv1.Deployment) { container(d).WorkingDir = "/tmp" },
+			"spec.template.spec.containers[name=app].workingDir"},
+		{"minReadySeconds set", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 5 }, "spec.minReadySeconds"},
+		{"a pointer's false is kept, so its absence is drift", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.AutomountServiceAccountToken = nil
+		}, "spec.template.spec.automountServiceAccountToken"},
+	}
+	a := &Applier{Scheme: clientgoscheme.Scheme}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			config := applied(t, zeroDeployment())
+			live := liveOf(t, config)
+			tt.edit(live)
+			liveMap := toLiveMap(t, live)
+			_, hasHostNetwork := liveMap["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["hostNetwork"]
+			require.Equal(t, live.Spec.Template.Spec.HostNetwork, hasHostNetwork, "the premise: false is not in the live object")
+			for _, readTyped := range []bool{true, false} {
+				path, drifted := a.drift(builtinOf(t, deploymentGVK), deploymentGVK, config, liveMap, readTyped)
+				assert.Equal(t, tt.wantPath != "", drifted, "readTyped=%v: drift at %q", readTyped, path)
+				assert.Equal(t, tt.wantPath, path, "readTyped=%v", readTyped)
+			}
+		})
+	}
+}
+
+// A custom resource is stored as sent. Read through its Go type, a zero
+// value of a non-pointer omitempty field is dropped as a built-in kind's
+// is; read unstructured, it is there, so its absence is drift.
+func TestDriftZeroValuesACustomResourceReadTypedOmits(t *testing.T) {
+	s := runtime.NewScheme()
+	require.NoError(t, testv1.AddToScheme(s))
+	a := &Applier{Scheme: s}
+	gvk := testv1.GroupVersion.WithKind("Gadget")
+	config := m{"apiVersion": gvk.GroupVersion().String(), "kind": "Gadget",
+		"spec": m{"enabled": false, "ports": l{m{"port": int64(80), "name": ""}}}}
+	readTyped := m{"apiVersion": gvk.GroupVersion().String(), "kind": "Gadget",
+		"spec": m{"enabled": false, "replicas": int64(0), "ports": l{m{"port": int64(80), "protocol": "TCP"}}}}
+	path, drifted := a.drift(crdSchema, gvk, config, readTyped, true)
+	assert.False(t, drifted, "drift at %q", path)
+
+	// Read unstructured, the name the server stores is there; gone, it is
+	// drift.
+	unstructuredRead := m{"apiVersion": gvk.GroupVersion().String(), "kind": "Gadget",
+		"spec": m{"enabled": false, "ports": l{m{"port": int64(80), "protocol": "TCP"}}}}
+	path, drifted = a.drift(crdSchema, gvk, config, unstructuredRead, false)
+	assert.True(t, drifted)
+	assert.Equal(t, "spec.ports[port=80].name", path)
 }

@@ -1,9 +1,11 @@
 package ownership
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -114,71 +116,221 @@ func reachable(s *smdschema.Schema, root smdschema.TypeRef) *smdschema.Schema {
 // the operator restarts (changing list keys is a breaking API change, rare
 // by design). Reading the document needs no RBAC rule of its own: the
 // default system:discovery role grants /openapi/* to every authenticated
-// user. Safe for concurrent use; lookups of a kind already seen take no
-// lock.
+// user.
+//
+// Fetches: lookups of a kind already seen take no lock and never wait.
+// Concurrent lookups of kinds of one group version share one fetch of its
+// document; lookups in other group versions do not wait for it. A fetch
+// ends after Timeout, or as soon as every caller waiting for it has given
+// up (their contexts are done); a caller whose context is done returns at
+// once, whether or not the fetch it shared goes on. A fetch that fails
+// (no answer within Timeout, forbidden, unreachable) is not retried for a
+// minute: meanwhile built-in kinds use client-go's compiled-in schema, and
+// custom resources get that error at once rather than a wait per Apply.
+// Safe for concurrent use; set Timeout before first use.
 type Schemas struct {
-	root openapi3.Root
+	// Timeout bounds one fetch of a group version's document (two
+	// requests). Zero means DefaultSchemaTimeout.
+	Timeout time.Duration
 
-	kinds sync.Map // schema.GroupVersionKind -> *typeSchema
+	client openapi.ClientWithContext
+	kinds  sync.Map // schema.GroupVersionKind -> *typeSchema
+	now    func() time.Time
 
-	mu sync.Mutex // serializes fetches
+	mu      sync.Mutex
+	flights map[schema.GroupVersion]*flight
+	failed  map[schema.GroupVersion]failure
+}
+
+// DefaultSchemaTimeout is how long Schemas waits for a group version's
+// OpenAPI v3 document unless Schemas.Timeout says otherwise. A healthy API
+// server answers in well under a second, also for the largest group.
+const DefaultSchemaTimeout = 10 * time.Second
+
+// schemaRetryAfter is how long a failed fetch is remembered.
+const schemaRetryAfter = time.Minute
+
+// flight is one fetch of a group version's document, shared by the
+// lookups waiting for it. Its fields are written before done is closed,
+// waiters and abandoned under Schemas.mu.
+type flight struct {
+	done      chan struct{}
+	conv      managedfields.TypeConverter
+	err       error
+	cancel    context.CancelFunc
+	waiters   int
+	abandoned bool
+}
+
+// failure is a failed fetch, remembered until a retry is due.
+type failure struct {
+	err   error
+	until time.Time
 }
 
 // NewSchemas returns Schemas that read the API server's OpenAPI v3
 // documents through c, e.g.
-// discovery.NewDiscoveryClientForConfigOrDie(cfg).OpenAPIV3().
+// discovery.NewDiscoveryClientForConfigOrDie(cfg).OpenAPIV3(). Requests
+// carry the caller's context when c supports it (client-go's does).
 func NewSchemas(c openapi.Client) *Schemas {
-	return &Schemas{root: openapi3.NewRoot(c)}
+	return &Schemas{
+		client:  openapi.ToClientWithContext(c),
+		now:     time.Now,
+		flights: map[schema.GroupVersion]*flight{},
+		failed:  map[schema.GroupVersion]failure{},
+	}
 }
 
 // errNoSchema means neither client-go nor the API server knows the kind.
 var errNoSchema = errors.New("no schema")
 
-func (s *Schemas) lookup(gvk schema.GroupVersionKind) (*typeSchema, error) {
-	if ts, ok := s.kinds.Load(gvk); ok {
-		return ts.(*typeSchema), nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// lookup returns gvk's schema from the API server, fetching its group
+// version's document unless the kind was seen before.
+func (s *Schemas) lookup(ctx context.Context, gvk schema.GroupVersionKind) (*typeSchema, error) {
 	if ts, ok := s.kinds.Load(gvk); ok {
 		return ts.(*typeSchema), nil
 	}
 	gv := gvk.GroupVersion()
-	doc, err := s.root.GVSpec(gv)
+	f, err := s.join(gv)
 	if err != nil {
-		return nil, fmt.Errorf("reading the OpenAPI v3 schema of %s: %w", gv, err)
+		return nil, err
 	}
-	if doc.Components == nil {
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		s.leave(gv, f)
+		return nil, fmt.Errorf("waiting for the OpenAPI v3 schema of %s: %w", gv, context.Cause(ctx))
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	ts, err := schemaOf(f.conv, gvk)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoSchema, err)
+	}
+	ts2, _ := s.kinds.LoadOrStore(gvk, ts)
+	return ts2.(*typeSchema), nil
+}
+
+// join returns the fetch of gv's document under way, or starts one; or
+// the error of a recent failed fetch.
+func (s *Schemas) join(gv schema.GroupVersion) (*flight, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f, ok := s.flights[gv]; ok {
+		f.waiters++
+		return f, nil
+	}
+	if fl, ok := s.failed[gv]; ok && s.now().Before(fl.until) {
+		return nil, fl.err
+	}
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = DefaultSchemaTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	f := &flight{done: make(chan struct{}), cancel: cancel, waiters: 1}
+	s.flights[gv] = f
+	go s.run(ctx, gv, timeout, f)
+	return f, nil
+}
+
+// leave is called by a waiter that gives up: the last one cancels the
+// fetch, and a later lookup starts a new one.
+func (s *Schemas) leave(gv schema.GroupVersion, f *flight) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f.waiters--
+	if f.waiters == 0 && s.flights[gv] == f {
+		delete(s.flights, gv)
+		f.abandoned = true
+		f.cancel()
+	}
+}
+
+// run fetches gv's document for flight f and records the outcome: a
+// failure is remembered unless every waiter gave up (that is not the API
+// server's doing) or the document lacks gv (a CRD not installed yet).
+func (s *Schemas) run(ctx context.Context, gv schema.GroupVersion, timeout time.Duration, f *flight) {
+	defer f.cancel()
+	conv, err := s.fetch(ctx, gv)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("reading the OpenAPI v3 schema of %s: no answer within %s: %w", gv, timeout, err)
+	}
+	s.mu.Lock()
+	f.conv, f.err = conv, err
+	if s.flights[gv] == f {
+		delete(s.flights, gv)
+	}
+	var missing *openapi3.GroupVersionNotFoundError
+	switch {
+	case err == nil:
+		delete(s.failed, gv)
+	case !f.abandoned && !errors.As(err, &missing):
+		s.failed[gv] = failure{err: err, until: s.now().Add(schemaRetryAfter)}
+	}
+	s.mu.Unlock()
+	close(f.done)
+}
+
+// fetch reads gv's OpenAPI v3 document: the root document names its URL.
+func (s *Schemas) fetch(ctx context.Context, gv schema.GroupVersion) (managedfields.TypeConverter, error) {
+	doc, err := openapi3.NewRoot(boundClient{ctx, s.client}).GVSpec(gv)
+	var missing *openapi3.GroupVersionNotFoundError
+	switch {
+	case errors.As(err, &missing):
+		return nil, fmt.Errorf("%w: %w", errNoSchema, err)
+	case err != nil:
+		return nil, fmt.Errorf("reading the OpenAPI v3 schema of %s: %w", gv, err)
+	case doc.Components == nil:
 		return nil, fmt.Errorf("%w: the OpenAPI v3 document of %s has no components", errNoSchema, gv)
 	}
 	conv, err := managedfields.NewTypeConverter(doc.Components.Schemas, false)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the OpenAPI v3 schema of %s: %w", gv, err)
 	}
-	ts, err := schemaOf(conv, gvk)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoSchema, err)
+	return conv, nil
+}
+
+// boundClient is an OpenAPI client whose requests carry ctx, for
+// openapi3.Root, which takes no context.
+type boundClient struct {
+	ctx context.Context
+	c   openapi.ClientWithContext
+}
+
+func (b boundClient) Paths() (map[string]openapi.GroupVersion, error) {
+	paths, err := b.c.PathsWithContext(b.ctx)
+	out := make(map[string]openapi.GroupVersion, len(paths))
+	for k, p := range paths {
+		out[k] = boundGroupVersion{b.ctx, p}
 	}
-	s.kinds.Store(gvk, ts)
-	return ts, nil
+	return out, err
+}
+
+type boundGroupVersion struct {
+	ctx context.Context
+	openapi.GroupVersionWithContext
+}
+
+func (g boundGroupVersion) Schema(contentType string) ([]byte, error) {
+	return g.SchemaWithContext(g.ctx, contentType)
 }
 
 // schemaFor finds gvk's schema: the API server's through a.Schemas when it
 // is set, client-go's compiled-in one for built-in kinds otherwise, or when
-// the API server's cannot be read.
-func (a *Applier) schemaFor(gvk schema.GroupVersionKind) (*typeSchema, error) {
+// the API server's cannot be read. It returns early, with ctx's error, when
+// ctx is done.
+func (a *Applier) schemaFor(ctx context.Context, gvk schema.GroupVersionKind) (*typeSchema, error) {
 	if a.Schemas == nil {
 		if ts, ok := builtinSchema(gvk); ok {
 			return ts, nil
 		}
 		return nil, fmt.Errorf("%w for %s: it is not a built-in kind; set Applier.Schemas (ownership.NewSchemas) so that its CRD's schema can be read", errNoSchema, gvk)
 	}
-	ts, err := a.Schemas.lookup(gvk)
-	if err != nil {
+	ts, err := a.Schemas.lookup(ctx, gvk)
+	if err != nil && ctx.Err() == nil {
 		if bts, ok := builtinSchema(gvk); ok {
-			// Kept: a document that cannot be read (forbidden, disabled)
-			// would otherwise be fetched again on every Apply.
-			a.Schemas.kinds.Store(gvk, bts)
 			return bts, nil
 		}
 	}
