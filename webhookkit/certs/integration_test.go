@@ -189,6 +189,13 @@ func (f fixture) bundles(t *testing.T) (mutating, validating []byte) {
 // the validating webhook (a TLS failure would surface as an InternalError).
 func admitUntil(t *testing.T, ns string, timeout time.Duration, done func() bool) (admitted int, failures []string) {
 	t.Helper()
+	return admitThrough(t, ns, true, timeout, done)
+}
+
+// admitThrough is admitUntil with the mutating configuration present
+// (mutating) or absent: then a valid Widget must be admitted undefaulted.
+func admitThrough(t *testing.T, ns string, mutating bool, timeout time.Duration, done func() bool) (admitted int, failures []string) {
+	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -199,8 +206,10 @@ func admitUntil(t *testing.T, ns string, timeout time.Duration, done func() bool
 		switch err := env.Client.Create(ctx, good); {
 		case err != nil:
 			failures = append(failures, fmt.Sprintf("%s valid widget: %v", time.Now().Format(time.StampMilli), err))
-		case good.Spec.Color != "blue":
+		case mutating && good.Spec.Color != "blue":
 			failures = append(failures, "valid widget admitted without the mutating webhook")
+		case !mutating && good.Spec.Color != "":
+			failures = append(failures, "valid widget defaulted by a deleted mutating webhook")
 		default:
 			admitted++
 		}
