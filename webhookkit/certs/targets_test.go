@@ -55,10 +55,10 @@ func TestMissingTargetDoesNotBlockRotation(t *testing.T) {
 	// Rotation completes while a target is missing: the served certificate
 	// changes, the old one never expires while served, and every admission
 	// through the validating configuration succeeds.
-	var notReady []string
+	notReady := map[string]int{} // readiness errors, counted
 	_, failures := admitThrough(t, f.ns, false, 90*time.Second, func() bool {
 		if err := rep.ready(); err != nil {
-			notReady = append(notReady, err.Error())
+			notReady[err.Error()]++
 		}
 		return servedSerial(rep.r).Cmp(first.SerialNumber) != 0
 	})
@@ -117,17 +117,19 @@ func TestMissingTargetDoesNotBlockRotation(t *testing.T) {
 }
 
 // requireSecretEvent waits for an Event on the fixture's Secret with reason
-// whose note contains note.
-func requireSecretEvent(t *testing.T, f fixture, reason, note string) {
+// whose note names the target (`Kind "name"`) and whose related object is
+// that target.
+func requireSecretEvent(t *testing.T, f fixture, reason, target string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var evs eventsv1.EventList
 		require.NoError(t, env.Client.List(context.Background(), &evs, client.InNamespace(f.ns)))
 		for _, e := range evs.Items {
-			if e.Regarding.Kind == "Secret" && e.Regarding.Name == f.opts.SecretName && e.Reason == reason && strings.Contains(e.Note, note) {
+			if e.Regarding.Kind == "Secret" && e.Regarding.Name == f.opts.SecretName && e.Reason == reason && strings.Contains(e.Note, target) &&
+				e.Related != nil && e.Related.Kind+` "`+e.Related.Name+`"` == target {
 				return true
 			}
 		}
 		return false
-	}, 10*time.Second, 50*time.Millisecond, "Event %s naming %s", reason, note)
+	}, 10*time.Second, 50*time.Millisecond, "Event %s naming %s", reason, target)
 }
