@@ -174,13 +174,21 @@ func (f fixture) secret(t *testing.T) *corev1.Secret {
 	return &s
 }
 
+// bundles returns the configurations' caBundles; nil for one that does not
+// exist.
 func (f fixture) bundles(t *testing.T) (mutating, validating []byte) {
 	t.Helper()
 	var m admissionregistrationv1.MutatingWebhookConfiguration
 	var v admissionregistrationv1.ValidatingWebhookConfiguration
-	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Name: f.mutating}, &m))
-	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Name: f.validating}, &v))
-	return m.Webhooks[0].ClientConfig.CABundle, v.Webhooks[0].ClientConfig.CABundle
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: f.mutating}, &m); !apierrors.IsNotFound(err) {
+		require.NoError(t, err)
+		mutating = m.Webhooks[0].ClientConfig.CABundle
+	}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: f.validating}, &v); !apierrors.IsNotFound(err) {
+		require.NoError(t, err)
+		validating = v.Webhooks[0].ClientConfig.CABundle
+	}
+	return mutating, validating
 }
 
 // admitUntil creates Widgets through the webhooks until done returns true,
@@ -188,6 +196,13 @@ func (f fixture) bundles(t *testing.T) (mutating, validating []byte) {
 // defaulted by the mutating webhook, an invalid one rejected as Invalid by
 // the validating webhook (a TLS failure would surface as an InternalError).
 func admitUntil(t *testing.T, ns string, timeout time.Duration, done func() bool) (admitted int, failures []string) {
+	t.Helper()
+	return admitThrough(t, ns, true, timeout, done)
+}
+
+// admitThrough is admitUntil with the mutating configuration present
+// (mutating) or absent: then a valid Widget must be admitted undefaulted.
+func admitThrough(t *testing.T, ns string, mutating bool, timeout time.Duration, done func() bool) (admitted int, failures []string) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
@@ -199,8 +214,10 @@ func admitUntil(t *testing.T, ns string, timeout time.Duration, done func() bool
 		switch err := env.Client.Create(ctx, good); {
 		case err != nil:
 			failures = append(failures, fmt.Sprintf("%s valid widget: %v", time.Now().Format(time.StampMilli), err))
-		case good.Spec.Color != "blue":
+		case mutating && good.Spec.Color != "blue":
 			failures = append(failures, "valid widget admitted without the mutating webhook")
+		case !mutating && good.Spec.Color != "":
+			failures = append(failures, "valid widget defaulted by a deleted mutating webhook")
 		default:
 			admitted++
 		}

@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -14,17 +15,26 @@ import (
 // for secret from controller-runtime's registry.
 func exportedExpiry(t *testing.T, secret string) (float64, bool) {
 	t.Helper()
+	return gaugeValue(t, "reconcilekit_webhook_certificate_expiration_timestamp_seconds", map[string]string{"secret": secret})
+}
+
+// gaugeValue reads the gauge name with exactly labels from
+// controller-runtime's registry.
+func gaugeValue(t *testing.T, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
 	families, err := metrics.Registry.Gather()
 	require.NoError(t, err)
 	for _, mf := range families {
-		if mf.GetName() != "reconcilekit_webhook_certificate_expiration_timestamp_seconds" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "secret" && l.GetValue() == secret {
-					return m.GetGauge().GetValue(), true
-				}
+				got[l.GetName()] = l.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return m.GetGauge().GetValue(), true
 			}
 		}
 	}

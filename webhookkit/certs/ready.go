@@ -40,6 +40,10 @@ import (
 //   - It does not verify the chain: the kit cannot know which CA bundle the
 //     apiserver uses; it checks that a certificate is served and is within
 //     its validity period.
+//   - A [Rotator]'s missing injection target does not make a replica
+//     unready: it serves every configuration that exists, and leaving the
+//     webhook Service would fail those too. The gauge
+//     reconcilekit_webhook_ca_injection_target_missing reports it.
 func ReadyCheck(server webhook.Server) healthz.Checker {
 	startedChecker := server.StartedChecker()
 	ds, ok := server.(*webhook.DefaultServer)

@@ -112,6 +112,15 @@ const (
 //     a new CA as for a deletion.
 //   - A caBundle reset by re-applying manifests (kubectl apply, helm upgrade)
 //     is restored as soon as the watch reports it.
+//   - A named configuration or CRD that does not exist holds nothing up: a
+//     new CA counts as trusted once every existing target carries it, and
+//     the missing target gets the current bundle as soon as the watch
+//     reports it created. It is reported in the log, as a Warning Event
+//     InjectionTargetMissing on the Secret and by the gauge
+//     reconcilekit_webhook_ca_injection_target_missing; readiness is not
+//     affected. A target that cannot be read or written (RBAC, a conflict)
+//     still holds the new certificate back: it may exist with an older
+//     bundle.
 //
 // Caveats:
 //   - RBAC: get/list/watch/create/update on the Secret; get/list/watch/update
@@ -140,6 +149,9 @@ type Rotator struct {
 	// trustedSince is owned by the writing loop: per CA fingerprint, when the
 	// CA was first seen in every injected caBundle.
 	trustedSince map[string]time.Time
+	// missing is owned by the writing loop: the targets its last look found
+	// missing.
+	missing map[targetKey]bool
 	// passes counts completed writer passes (for tests).
 	passes atomic.Int64
 }
@@ -179,6 +191,7 @@ func New(opts Options) (*Rotator, error) {
 		readKick:     make(chan struct{}, 1),
 		writeKick:    make(chan struct{}, 1),
 		trustedSince: map[string]time.Time{},
+		missing:      map[targetKey]bool{},
 	}
 	if opts.ServiceName != "" {
 		svc := opts.ServiceName + "." + opts.Namespace + ".svc"

@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,19 +29,8 @@ func (*writingLoop) NeedLeaderElection() bool { return true }
 
 func (l *writingLoop) Start(ctx context.Context) error {
 	r := l.r
-	onEvent := func() { kick(r.writeKick) }
-	for _, n := range r.opts.MutatingWebhookConfigurations {
-		if err := r.watchNamed(ctx, mutatingGVR, "", n, onEvent); err != nil {
-			return err
-		}
-	}
-	for _, n := range r.opts.ValidatingWebhookConfigurations {
-		if err := r.watchNamed(ctx, validatingGVR, "", n, onEvent); err != nil {
-			return err
-		}
-	}
-	for _, n := range r.opts.ConversionCRDs {
-		if err := r.watchNamed(ctx, crdGVR, "", n, onEvent); err != nil {
+	for _, t := range r.targets() {
+		if err := r.watchNamed(ctx, t.gvr, "", t.name, func() { kick(r.writeKick) }); err != nil {
 			return err
 		}
 	}
@@ -148,7 +135,9 @@ func (r *Rotator) reconcile(ctx context.Context) (time.Time, error) {
 		r.recorder.Eventf(&secret, nil, corev1.EventTypeNormal, "CertificatesUpdated", "Rotate", "%s", note)
 	}
 
-	if err := r.inject(ctx, now, next); err != nil {
+	present, err := r.inject(ctx, now, next)
+	r.reportTargets(&secret, present)
+	if err != nil {
 		return time.Time{}, err
 	}
 	return wake, nil
@@ -160,10 +149,15 @@ func (r *Rotator) trustedFor(ca *x509.Certificate) (time.Time, bool) {
 	return t, ok
 }
 
-// inject puts next's bundle into every configured caBundle, updating only
-// objects where it differs, and keeps trustedSince: a CA counts as trusted
-// from the moment the last caBundle that lacked it was updated.
-func (r *Rotator) inject(ctx context.Context, now time.Time, next *material) error {
+// inject puts next's bundle into the caBundles of every target that exists,
+// updating only objects where it differs, and keeps trustedSince: a CA
+// counts as trusted from the moment the last existing caBundle that lacked
+// it was updated. A target that does not exist is skipped (it is called by
+// no apiserver, and its watch brings it back here when it is created); one
+// that cannot be read or written holds up trust, since it may exist with an
+// older bundle. exists says, per target this pass could read, whether it
+// exists.
+func (r *Rotator) inject(ctx context.Context, now time.Time, next *material) (map[targetKey]bool, error) {
 	bundle := next.caPEM
 	newlyAdded := map[string]bool{} // CAs some caBundle lacked before this pass
 	noteOld := func(old []byte) {
@@ -178,53 +172,32 @@ func (r *Rotator) inject(ctx context.Context, now time.Time, next *material) err
 			}
 		}
 	}
-	// set reports whether *dst needed the bundle, remembering what it lacked.
-	set := func(dst *[]byte) bool {
-		if bytes.Equal(*dst, bundle) {
-			return false
-		}
-		noteOld(*dst)
-		*dst = bundle
-		return true
-	}
 
+	exists := map[targetKey]bool{}
 	var errs []error
-	for _, name := range r.opts.MutatingWebhookConfigurations {
-		var cfg admissionregistrationv1.MutatingWebhookConfiguration
-		errs = append(errs, r.updateIf(ctx, name, &cfg, func() bool {
+	for _, t := range r.targets() {
+		found, err := r.updateIf(ctx, t, func() bool {
 			changed := false
-			for i := range cfg.Webhooks {
-				changed = set(&cfg.Webhooks[i].ClientConfig.CABundle) || changed
+			for _, dst := range t.bundles() {
+				if !bytes.Equal(*dst, bundle) {
+					noteOld(*dst)
+					*dst, changed = bundle, true
+				}
 			}
 			return changed
-		}))
-	}
-	for _, name := range r.opts.ValidatingWebhookConfigurations {
-		var cfg admissionregistrationv1.ValidatingWebhookConfiguration
-		errs = append(errs, r.updateIf(ctx, name, &cfg, func() bool {
-			changed := false
-			for i := range cfg.Webhooks {
-				changed = set(&cfg.Webhooks[i].ClientConfig.CABundle) || changed
-			}
-			return changed
-		}))
-	}
-	for _, name := range r.opts.ConversionCRDs {
-		var crd apiextensionsv1.CustomResourceDefinition
-		errs = append(errs, r.updateIf(ctx, name, &crd, func() bool {
-			conv := crd.Spec.Conversion
-			if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
-				return false
-			}
-			return set(&conv.Webhook.ClientConfig.CABundle)
-		}))
+		})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		exists[t.targetKey] = found
 	}
 	err := errors.Join(errs...)
 
 	// Record trust. A CA some caBundle lacked starts its propagation clock
 	// now; one already everywhere keeps its clock (or starts it, when this
 	// process has not seen it before). Nothing counts as trusted while some
-	// caBundle could not be written.
+	// target could not be read or written; a missing one does not count.
 	inBundle := map[string]bool{}
 	for _, ca := range next.cas {
 		fp := fingerprint(ca)
@@ -241,23 +214,28 @@ func (r *Rotator) inject(ctx context.Context, now time.Time, next *material) err
 			delete(r.trustedSince, fp)
 		}
 	}
-	return err
+	return exists, err
 }
 
-// updateIf reads obj by name, applies mutate and updates obj if mutate
-// reports a change. The read resourceVersion guards the update.
-func (r *Rotator) updateIf(ctx context.Context, name string, obj client.Object, mutate func() bool) error {
-	kind := fmt.Sprintf("%T", obj)
-	kind = kind[strings.LastIndex(kind, ".")+1:]
-	if err := r.c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
-		return fmt.Errorf("reading %s %q to inject the CA bundle: %w", kind, name, err)
+// updateIf reads t by name, applies mutate and updates t if mutate reports
+// a change. The read resourceVersion guards the update. It reports whether
+// t exists.
+func (r *Rotator) updateIf(ctx context.Context, t target, mutate func() bool) (bool, error) {
+	if err := r.c.Get(ctx, client.ObjectKey{Name: t.name}, t.obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading %s to inject the CA bundle: %w", t, err)
 	}
 	if !mutate() {
-		return nil
+		return true, nil
 	}
-	if err := r.c.Update(ctx, obj); err != nil {
-		return fmt.Errorf("injecting the CA bundle into %s %q: %w", kind, name, err)
+	if err := r.c.Update(ctx, t.obj); err != nil {
+		if apierrors.IsNotFound(err) { // deleted since the read
+			return false, nil
+		}
+		return true, fmt.Errorf("injecting the CA bundle into %s: %w", t, err)
 	}
-	r.log.Info("Injected CA bundle", "kind", kind, "name", name)
-	return nil
+	r.log.Info("Injected CA bundle", "kind", t.kind, "name", t.name)
+	return true, nil
 }
