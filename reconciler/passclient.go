@@ -455,13 +455,10 @@ func (c *passClient) Delete(ctx context.Context, obj client.Object, opts ...clie
 // copies it covers from later reads (see hides).
 func (c *passClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
 	c.n.Add(1)
-	if err := c.Client.DeleteAllOf(ctx, obj, opts...); err != nil {
-		return err
-	}
+	gvk, gerr := apiutil.GVKForObject(obj, c.Scheme())
 	do := (&client.DeleteAllOfOptions{}).ApplyOptions(opts)
-	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
-	if len(do.DryRun) > 0 || err != nil {
-		return nil
+	if err := c.Client.DeleteAllOf(ctx, obj, opts...); err != nil || gerr != nil || len(do.DryRun) > 0 {
+		return err
 	}
 	d := collection{gvk: gvk, namespace: do.Namespace, labels: do.LabelSelector, fields: do.FieldSelector}
 	c.mu.Lock()
