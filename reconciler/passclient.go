@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -12,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -23,8 +26,11 @@ import (
 // passClient is the client of one reconcile pass. It counts the pass's
 // mutating requests (for the reconcilekit_mutating_requests_per_reconcile
 // metric) and gives the pass read-your-writes: it keeps the server's answer
-// to every write the pass made, and a later read of that object in the same
-// pass returns whichever is newer, the cached copy or the written one.
+// to every write the pass made (and the copy a pass behind the cache read
+// from the API server), and a later read of that object in the same pass
+// returns whichever is newer, the cached copy or the written one. After a
+// Delete or DeleteAllOf, a cached copy that predates the deletion is not
+// returned as it is: see hides.
 //
 // Why not controller-runtime's client.CacheOptions.EnableReadYourWritesConsistency:
 // that is a process-wide, experimental manager setting that users must opt
@@ -43,7 +49,10 @@ import (
 // functions; embedding passes every other method through unchanged.
 type passClient struct {
 	client.Client
-	n *atomic.Int64
+	// reader reads the API server, to learn what a deletion left of an
+	// object whose cached copy predates it.
+	reader client.Reader
+	n      *atomic.Int64
 
 	mu sync.Mutex
 	// written holds deep copies of the server's answers, typed or
@@ -52,6 +61,10 @@ type passClient struct {
 	// unstructured (BenchmarkRecordWrite), which only a read in the other
 	// form pays.
 	written map[writtenKey]client.Object
+	// deleted holds the objects the pass deleted, deletedAll its
+	// DeleteAllOf calls.
+	deleted    map[writtenKey]tombstone
+	deletedAll []collection
 }
 
 type writtenKey struct {
@@ -59,8 +72,44 @@ type writtenKey struct {
 	key client.ObjectKey
 }
 
-func newPassClient(c client.Client) *passClient {
-	return &passClient{Client: c, n: new(atomic.Int64)}
+// tombstone is an object the pass deleted: uid is the deleted object's, or
+// empty when the Delete named none; gone is the API server's NotFound once a
+// read confirmed the object no longer exists.
+type tombstone struct {
+	uid  types.UID
+	gone error
+}
+
+// collection is a DeleteAllOf the pass made, of kind gvk.
+type collection struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+	labels    labels.Selector
+	fields    fields.Selector
+}
+
+// covers reports whether the DeleteAllOf may have deleted o. A field
+// selector on other fields than metadata.name and metadata.namespace cannot
+// be evaluated here, so it covers every object of the kind in the namespace
+// with matching labels: hides then makes the API server decide.
+func (d collection) covers(gvk schema.GroupVersionKind, o client.Object) bool {
+	if gvk != d.gvk || (d.namespace != "" && d.namespace != o.GetNamespace()) ||
+		(d.labels != nil && !d.labels.Matches(labels.Set(o.GetLabels()))) {
+		return false
+	}
+	if d.fields == nil || d.fields.Empty() {
+		return true
+	}
+	for _, r := range d.fields.Requirements() {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return true
+		}
+	}
+	return d.fields.Matches(fields.Set{"metadata.name": o.GetName(), "metadata.namespace": o.GetNamespace()})
+}
+
+func newPassClient(c client.Client, apiReader client.Reader) *passClient {
+	return &passClient{Client: c, reader: apiReader, n: new(atomic.Int64)}
 }
 
 func (c *passClient) mutations() int64 { return c.n.Load() }
@@ -90,6 +139,9 @@ func (c *passClient) record(obj runtime.Object) {
 		return
 	}
 	c.written[k] = co.DeepCopyObject().(client.Object)
+	// Any cached copy is now either older than this one, which wins, or
+	// newer, so later than the deletion.
+	delete(c.deleted, k)
 }
 
 // lookup returns the written copy of key, if the pass wrote it.
@@ -100,30 +152,97 @@ func (c *passClient) lookup(gvk schema.GroupVersionKind, key client.ObjectKey) (
 	return m, ok
 }
 
-// forget drops key: after a deletion the written copy must not bring the
-// object back once the cache has seen it go.
-func (c *passClient) forget(obj client.Object) {
-	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
-	if err != nil {
-		return
+// buryLocked records that the pass deleted the object at k, whose UID is
+// uid (empty when unknown), and forgets its written copy.
+func (c *passClient) buryLocked(k writtenKey, uid types.UID) {
+	if c.deleted == nil {
+		c.deleted = map[writtenKey]tombstone{}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.written, writtenKey{gvk: gvk, key: client.ObjectKeyFromObject(obj)})
+	delete(c.written, k)
+	c.deleted[k] = tombstone{uid: uid}
 }
 
-func (c *passClient) wroteAny() bool {
+// tracking reports whether the pass wrote or deleted anything: otherwise
+// reads pass through untouched.
+func (c *passClient) tracking() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.written) > 0
+	return len(c.written) > 0 || len(c.deleted) > 0 || len(c.deletedAll) > 0
+}
+
+// hides reports whether o, a cached copy of an object of kind gvk that the
+// pass did not write, may predate a deletion the pass made: the pass
+// deleted that object (the same UID, or any when the Delete named none), or
+// a DeleteAllOf covers it. A copy that is already deleting is not hidden:
+// it says what the deletion did.
+//
+// A hidden copy is not answered as it is: a successful deletion leaves the
+// object gone, or deleting (finalizers, a pod's grace period) with an answer
+// controller-runtime's client discards. So confirm asks the API server, once
+// per object and pass, and only for objects the pass deleted and then read
+// back before the cache saw the deletion. Hiding too much costs a read,
+// never a wrong answer; that is why a DeleteAllOf hides every cached copy
+// it covers, although one created after it would be new.
+func (c *passClient) hides(gvk schema.GroupVersionKind, o client.Object) bool {
+	if o.GetDeletionTimestamp() != nil {
+		return false
+	}
+	k := writtenKey{gvk: gvk, key: client.ObjectKeyFromObject(o)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.written[k]; ok {
+		return false
+	}
+	if t, ok := c.deleted[k]; ok && (t.uid == "" || t.uid == o.GetUID()) {
+		return true
+	}
+	for _, d := range c.deletedAll {
+		if d.covers(gvk, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// confirm replaces obj, a hidden cached copy (see hides), with the API
+// server's copy, and records it; or answers NotFound, remembered for the
+// rest of the pass.
+func (c *passClient) confirm(ctx context.Context, gvk schema.GroupVersionKind, obj client.Object) error {
+	k := writtenKey{gvk: gvk, key: client.ObjectKeyFromObject(obj)}
+	uid := obj.GetUID()
+	c.mu.Lock()
+	t, ok := c.deleted[k]
+	c.mu.Unlock()
+	if ok && t.gone != nil && t.uid == uid {
+		return t.gone
+	}
+	// A fresh object: decoding into the cached copy could keep map
+	// entries the server no longer has.
+	live := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+	live.GetObjectKind().SetGroupVersionKind(gvk)
+	if err := c.reader.Get(ctx, k.key, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.mu.Lock()
+			if c.deleted == nil {
+				c.deleted = map[writtenKey]tombstone{}
+			}
+			c.deleted[k] = tombstone{uid: uid, gone: err}
+			c.mu.Unlock()
+		}
+		return err
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(live).Elem())
+	c.record(obj)
+	return nil
 }
 
 // Get reads through the wrapped client (usually the cache) and returns the
 // pass's own written copy instead when that is newer, or when the cache does
-// not have the object yet.
+// not have the object yet. A cached copy that predates the pass's deletion
+// of the object is replaced by the API server's answer (see hides).
 func (c *passClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := c.Client.Get(ctx, key, obj, opts...)
-	if !c.wroteAny() || (err != nil && !apierrors.IsNotFound(err)) {
+	if !c.tracking() || (err != nil && !apierrors.IsNotFound(err)) {
 		return err
 	}
 	gvk, gerr := apiutil.GVKForObject(obj, c.Scheme())
@@ -131,6 +250,9 @@ func (c *passClient) Get(ctx context.Context, key client.ObjectKey, obj client.O
 		return err
 	}
 	w, ok := c.lookup(gvk, key)
+	if !ok && err == nil && c.hides(gvk, obj) {
+		return c.confirm(ctx, gvk, obj)
+	}
 	if !ok || (err == nil && !newer(w.GetResourceVersion(), obj.GetResourceVersion())) {
 		return err
 	}
@@ -143,17 +265,17 @@ func (c *passClient) Get(ctx context.Context, key client.ObjectKey, obj client.O
 // List reads through the wrapped client and, like Get, replaces items with
 // newer copies this pass wrote, and adds objects this pass wrote that the
 // cache does not list yet, as long as they match the namespace and label
-// selector (an item whose newer copy no longer matches is dropped). A List
-// with a field selector or a page (Limit, Continue), which the overlay
-// cannot evaluate, is left as the cache answered it.
+// selector (an item whose newer copy no longer matches is dropped). Items
+// that predate the pass's deletions are replaced by the API server's copy,
+// or dropped when it is gone, as in Get. A List with a field selector or a
+// page (Limit, Continue), which the overlay cannot evaluate, gets only
+// that: its other items are left as the cache answered them.
 func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if err := c.Client.List(ctx, list, opts...); err != nil || !c.wroteAny() {
+	if err := c.Client.List(ctx, list, opts...); err != nil || !c.tracking() {
 		return err
 	}
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
-	if (lo.FieldSelector != nil && !lo.FieldSelector.Empty()) || lo.Limit > 0 || lo.Continue != "" {
-		return nil
-	}
+	overlay := (lo.FieldSelector == nil || lo.FieldSelector.Empty()) && lo.Limit == 0 && lo.Continue == ""
 	gvk, err := apiutil.GVKForObject(list, c.Scheme())
 	if err != nil {
 		return fmt.Errorf("laying this pass's writes over %T: %w", list, err)
@@ -177,7 +299,21 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 		}
 		key := client.ObjectKeyFromObject(o)
 		seen[key] = true
-		if w, ok := c.lookup(gvk, key); ok && newer(w.GetResourceVersion(), o.GetResourceVersion()) {
+		w, ok := c.lookup(gvk, key)
+		switch {
+		case !ok && c.hides(gvk, o):
+			changed = true
+			cerr := c.confirm(ctx, gvk, o)
+			if apierrors.IsNotFound(cerr) {
+				continue
+			}
+			if cerr != nil {
+				return fmt.Errorf("reading an object this pass deleted: %w", cerr)
+			}
+			if overlay && !matches(o) {
+				continue
+			}
+		case ok && overlay && newer(w.GetResourceVersion(), o.GetResourceVersion()):
 			changed = true
 			if !matches(w) {
 				continue
@@ -189,6 +325,12 @@ func (c *passClient) List(ctx context.Context, list client.ObjectList, opts ...c
 		kept = append(kept, item)
 	}
 	items = kept
+	if !overlay {
+		if changed {
+			return meta.SetList(list, items)
+		}
+		return nil
+	}
 	c.mu.Lock()
 	var missing []client.Object
 	for k, w := range c.written {
@@ -251,38 +393,83 @@ func (c *passClient) Patch(ctx context.Context, obj client.Object, patch client.
 	return nil
 }
 
-// Apply records the answer when obj is an unstructured apply configuration
-// (client.ApplyConfigurationFromUnstructured, what ownership.Applier sends),
-// which holds the server's answer after the call. Typed apply configurations
-// do not carry the answer, so they get no read-your-writes.
+// Apply records the answer, which controller-runtime's client leaves in
+// obj: in the object of an unstructured apply configuration
+// (client.ApplyConfigurationFromUnstructured, what ownership.Applier
+// sends), decoded into a typed one (client-go's and controller-gen's apply
+// configurations).
 func (c *passClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 	c.n.Add(1)
 	if err := c.Client.Apply(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if len((&client.ApplyOptions{}).ApplyOptions(opts).DryRun) > 0 {
-		return nil
+	if len((&client.ApplyOptions{}).ApplyOptions(opts).DryRun) == 0 {
+		c.recordApplied(obj)
 	}
-	if u, ok := obj.(runtime.Unstructured); ok {
-		if o, ok := u.(runtime.Object); ok {
+	return nil
+}
+
+// recordApplied records the answer an apply left in ac.
+func (c *passClient) recordApplied(ac runtime.ApplyConfiguration) {
+	if o, ok := ac.(runtime.Object); ok {
+		if _, ok := ac.(runtime.Unstructured); ok {
 			c.record(o)
+			return
 		}
 	}
-	return nil
+	b, err := json.Marshal(ac)
+	if err != nil {
+		return
+	}
+	u := &unstructured.Unstructured{}
+	if u.UnmarshalJSON(b) == nil {
+		c.record(u)
+	}
 }
 
+// Delete forgets the written copy, and hides cached copies of the deleted
+// object from later reads (see hides). NotFound is a deletion too: the
+// object is gone.
 func (c *passClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	c.n.Add(1)
-	if err := c.Client.Delete(ctx, obj, opts...); err != nil {
+	err := c.Client.Delete(ctx, obj, opts...)
+	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	c.forget(obj)
-	return nil
+	do := (&client.DeleteOptions{}).ApplyOptions(opts)
+	gvk, gerr := apiutil.GVKForObject(obj, c.Scheme())
+	if len(do.DryRun) > 0 || gerr != nil {
+		return err
+	}
+	uid := obj.GetUID()
+	if do.Preconditions != nil && do.Preconditions.UID != nil {
+		uid = *do.Preconditions.UID
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buryLocked(writtenKey{gvk: gvk, key: client.ObjectKeyFromObject(obj)}, uid)
+	return err
 }
 
+// DeleteAllOf buries the written copies it covers, and hides the cached
+// copies it covers from later reads (see hides).
 func (c *passClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
 	c.n.Add(1)
-	return c.Client.DeleteAllOf(ctx, obj, opts...)
+	gvk, gerr := apiutil.GVKForObject(obj, c.Scheme())
+	do := (&client.DeleteAllOfOptions{}).ApplyOptions(opts)
+	if err := c.Client.DeleteAllOf(ctx, obj, opts...); err != nil || gerr != nil || len(do.DryRun) > 0 {
+		return err
+	}
+	d := collection{gvk: gvk, namespace: do.Namespace, labels: do.LabelSelector, fields: do.FieldSelector}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, w := range c.written {
+		if d.covers(k.gvk, w) {
+			c.buryLocked(k, w.GetUID())
+		}
+	}
+	c.deletedAll = append(c.deletedAll, d)
+	return nil
 }
 
 func (c *passClient) Status() client.SubResourceWriter {
@@ -295,7 +482,8 @@ func (c *passClient) SubResource(sub string) client.SubResourceClient {
 }
 
 // passWriter counts subresource writes; status writes answer with the whole
-// object, so they are recorded too.
+// object, so they are recorded too (not those with a separate body, whose
+// answer is not the object).
 type passWriter struct {
 	client.SubResourceWriter
 	c *passClient
@@ -330,7 +518,13 @@ func (w *passWriter) Patch(ctx context.Context, obj client.Object, patch client.
 
 func (w *passWriter) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
 	w.c.n.Add(1)
-	return w.SubResourceWriter.Apply(ctx, obj, opts...)
+	if err := w.SubResourceWriter.Apply(ctx, obj, opts...); err != nil {
+		return err
+	}
+	if o := (&client.SubResourceApplyOptions{}).ApplyOpts(opts); len(o.DryRun) == 0 && o.SubResourceBody == nil {
+		w.c.recordApplied(obj)
+	}
+	return nil
 }
 
 // passSubResource reads through and writes like passWriter.

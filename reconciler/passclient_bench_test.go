@@ -38,7 +38,8 @@ func benchDeployment() *appsv1.Deployment {
 func BenchmarkRecordWrite(b *testing.B) {
 	d := benchDeployment()
 	b.Run("deep copy", func(b *testing.B) {
-		c := newPassClient(fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).Build())
+		fc := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).Build()
+		c := newPassClient(fc, fc)
 		b.ReportAllocs()
 		for b.Loop() {
 			c.written = nil

@@ -332,7 +332,7 @@ func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...st
 func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("controller", r.opts.Name)
 	ctx = logf.IntoContext(ctx, log)
-	counted := newPassClient(r.opts.Client)
+	counted := newPassClient(r.opts.Client, r.opts.APIReader)
 	defer func() { mutatingRequests.WithLabelValues(r.opts.Name).Observe(float64(counted.mutations())) }()
 
 	obj := r.newObject()
@@ -354,6 +354,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 			// next pass would act on the same stale copy.
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
+		counted.record(obj)
 	}
 	// Whatever path the pass takes, obj (changed in place) ends as what it
 	// computed and wrote.

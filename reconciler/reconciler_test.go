@@ -21,6 +21,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -585,15 +586,32 @@ func TestMetricsAreRegistered(t *testing.T) {
 	}
 }
 
-// countingReconciler counts how often the controller calls Reconcile.
+// countingReconciler counts how often the controller calls Reconcile, and
+// when.
 type countingReconciler struct {
 	reconcile.Reconciler
 	calls atomic.Int32
+	mu    sync.Mutex
+	at    []time.Time
 }
 
 func (c *countingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	c.mu.Lock()
+	c.at = append(c.at, time.Now())
+	c.mu.Unlock()
 	c.calls.Add(1)
 	return c.Reconciler.Reconcile(ctx, req)
+}
+
+// gaps returns the time between successive calls.
+func (c *countingReconciler) gaps() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	for i := 1; i < len(c.at); i++ {
+		out = append(out, c.at[i].Sub(c.at[i-1]))
+	}
+	return out
 }
 
 // TestRequeueBehaviourUnderAManager runs the reconciler in a real
@@ -605,13 +623,13 @@ func TestRequeueBehaviourUnderAManager(t *testing.T) {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	require.NoError(t, err)
 
-	build := func(name string, out reconciler.Outcome) *countingReconciler {
+	build := func(name string, out reconciler.Outcome, preds ...predicate.Predicate) *countingReconciler {
 		r, err := reconciler.New(mgr, reconciler.Options[*testv1.Widget]{Name: name, Steps: []widgetStep{
 			{Name: "only", Condition: "Only", Run: func(context.Context, *scope) reconciler.Outcome { return out }},
 		}})
 		require.NoError(t, err)
 		cr := &countingReconciler{Reconciler: r}
-		require.NoError(t, ctrl.NewControllerManagedBy(mgr).Named(name).For(&testv1.Widget{}).
+		require.NoError(t, ctrl.NewControllerManagedBy(mgr).Named(name).For(&testv1.Widget{}, builder.WithPredicates(preds...)).
 			WithEventFilter(predicate.NewPredicateFuncs(func(o client.Object) bool {
 				return o.GetNamespace() == ns && o.GetName() == name
 			})).
@@ -619,7 +637,10 @@ func TestRequeueBehaviourUnderAManager(t *testing.T) {
 		return cr
 	}
 	terminal := build("terminal", reconciler.Terminal("Bad", errors.New("bad spec")))
-	transient := build("transient", reconciler.Error(errors.New("try again")))
+	// The watch event of its own status write would wake the transient
+	// widget too, at any time under load; without it the only wake-ups
+	// are the retries, so every gap between calls has a known lower bound.
+	transient := build("transient", reconciler.Error(errors.New("try again")), predicate.GenerationChangedPredicate{})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -628,9 +649,20 @@ func TestRequeueBehaviourUnderAManager(t *testing.T) {
 	for _, name := range []string{"terminal", "transient"} {
 		require.NoError(t, env.Client.Create(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}))
 	}
-	// Wait until the transient reconciler has retried several times:
-	// controller-runtime's backoff (5ms doubling) spaces them out.
-	require.Eventually(t, func() bool { return transient.calls.Load() >= 7 }, 30*time.Second, 20*time.Millisecond)
+	// Wait until the transient reconciler has retried several times.
+	const retries = 8
+	require.Eventually(t, func() bool { return transient.calls.Load() > retries }, 30*time.Second, 20*time.Millisecond)
+	// Each retry waits out controller-runtime's per-item exponential
+	// backoff (5ms, doubling per failure) from the end of the failed call,
+	// so the n-th gap is at least 5ms·2^(n-1): the gaps grow. Lower bounds
+	// only, which load cannot break; a hot loop has gaps of a few ms.
+	gaps := transient.gaps()
+	require.GreaterOrEqual(t, len(gaps), retries)
+	for n, gap := range gaps[:retries] {
+		backoff := 5 * time.Millisecond << n
+		assert.GreaterOrEqual(t, gap, backoff, "retry %d came %v after the call before it, sooner than the backoff of %v (gaps: %v)",
+			n+1, gap, backoff, gaps)
+	}
 	// In that window the terminal widget was reconciled for its create
 	// event and for the watch event of its own status write, and never
 	// retried: a retry loop would have matched the transient count.
