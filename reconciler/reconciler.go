@@ -447,13 +447,20 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], orig T) (ctrl
 	var stopped Outcome
 	var stoppedBy string
 	for _, step := range r.opts.Steps {
+		before := snapshotStatus(s.Object)
 		out := r.runStep(ctx, step, s)
 		if s.Object.GetResourceVersion() != orig.GetResourceVersion() {
 			// The step wrote the object itself through the API (another
 			// finalizer, an annotation) and s.Object holds the server's
-			// answer: that is stored, so it is the new baseline.
-			copyOutsideStatus(s.Object, orig)
-		} else if path := changedOutsideStatus(orig, s.Object); path != "" {
+			// answer: that is stored, so it is the new baseline, and the
+			// pass's status goes back on top of it.
+			answer, ok := s.stored()
+			if !ok {
+				answer = s.Object.DeepCopyObject().(T)
+			}
+			rebase(orig, before, s.Object, answer)
+		}
+		if path := changedOutsideStatus(orig, s.Object); path != "" {
 			// Only status is written, so the change would be dropped
 			// silently; fail loudly instead, naming the step and field.
 			copyOutsideStatus(orig, s.Object)
