@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -504,6 +505,11 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], orig T) (ctrl
 		conditions.Delete(obj, conditions.Reconciling)
 		if err := conditions.MarkTrue(obj, conditions.Stalled, stopped.reason, "%s", msg); err != nil {
 			return res, err
+		}
+		if stopped.after > 0 {
+			// A failure that can heal by itself: Stalled, and re-checked.
+			res = ctrl.Result{RequeueAfter: min(stopped.after, cmp.Or(res.RequeueAfter, stopped.after))}
+			break
 		}
 		stepErr = reconcile.TerminalError(fmt.Errorf("step %s: %w", stoppedBy, stopped.err))
 		res = ctrl.Result{}
