@@ -14,24 +14,26 @@ import (
 // vanish. rebase makes what is stored the pass's new baseline and puts the
 // pass's status back on top of it.
 
-// stored returns the server's answer to this pass's latest write of its own
-// object, as s.Client recorded it, when s.Object holds that version; ok is
-// false when the write went through another client.
-func (s *Scope[T]) stored() (answer T, ok bool) {
-	pc, isPass := s.Client.(*passClient)
-	if !isPass {
-		return answer, false
+// stored returns what a step's write of its own object stored: the
+// server's answer, as s.Client recorded it, when s.Object holds that
+// version. For a write through another client the stored status is not
+// known; s.Object with orig's status stands in for it, so whatever differs
+// from the status the pass started from is written.
+func (s *Scope[T]) stored(orig T) T {
+	if pc, ok := s.Client.(*passClient); ok {
+		if gvk, err := apiutil.GVKForObject(s.Object, pc.Scheme()); err == nil {
+			w, found := pc.lookup(gvk, client.ObjectKeyFromObject(s.Object))
+			if answer, isT := w.(T); found && isT && w.GetResourceVersion() == s.Object.GetResourceVersion() {
+				return answer.DeepCopyObject().(T)
+			}
+		}
 	}
-	gvk, err := apiutil.GVKForObject(s.Object, pc.Scheme())
-	if err != nil {
-		return answer, false
+	answer := s.Object.DeepCopyObject().(T)
+	if st := statusOf(answer); st.IsValid() {
+		st.Set(statusOf(orig))
+		answer.SetConditions(orig.GetConditions())
 	}
-	w, found := pc.lookup(gvk, client.ObjectKeyFromObject(s.Object))
-	if !found || w.GetResourceVersion() != s.Object.GetResourceVersion() {
-		return answer, false
-	}
-	answer, ok = w.DeepCopyObject().(T)
-	return answer, ok
+	return answer
 }
 
 // statusSnapshot is the status a step started from, taken before every

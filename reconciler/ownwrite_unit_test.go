@@ -51,3 +51,32 @@ func TestRebaseKeepsThePassAndTheStepStatus(t *testing.T) {
 	assert.Empty(t, changedOutsideStatus(orig, obj))
 	assert.True(t, statusChanged(orig, obj), "the pass still has its status to write")
 }
+
+// A write through another client leaves no recorded answer: the status the
+// pass started from stands in for the stored one, so the pass writes its
+// own changes, the step's, and what it saw another writer store, and keeps
+// the new resourceVersion for its lock.
+func TestRebaseAfterAWriteThroughAnotherClient(t *testing.T) {
+	orig := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns", ResourceVersion: "1", Generation: 1}}
+	require.NoError(t, conditions.MarkTrue(orig, Paused, ReasonPaused, "paused"))
+	obj := orig.DeepCopy()
+	conditions.Delete(obj, Paused)
+	require.NoError(t, conditions.MarkTrue(obj, "Configured", "Applied", "config applied"))
+	s := &Scope[*testv1.Widget]{Object: obj}
+	before := snapshotStatus(obj)
+
+	answer := orig.DeepCopy()
+	answer.ResourceVersion = "2"
+	answer.Status.Note = "another writer"
+	*obj = *answer.DeepCopy()
+	require.NoError(t, conditions.MarkTrue(obj, "Extra", "Added", "set after the write"))
+
+	rebase(orig, before, obj, s.stored(orig))
+	assert.Equal(t, "2", orig.ResourceVersion, "the lock is the write's version")
+	assert.True(t, conditions.IsTrue(orig, Paused), "the baseline keeps the status the pass started from")
+	assert.Nil(t, conditions.Get(obj, Paused))
+	assert.True(t, conditions.IsTrue(obj, "Configured"))
+	assert.True(t, conditions.IsTrue(obj, "Extra"))
+	assert.Equal(t, "another writer", obj.Status.Note)
+	assert.Empty(t, changedOutsideStatus(orig, obj))
+}

@@ -457,11 +457,7 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], orig T) (ctrl
 			// finalizer, an annotation) and s.Object holds the server's
 			// answer: that is stored, so it is the new baseline, and the
 			// pass's status goes back on top of it.
-			answer, ok := s.stored()
-			if !ok {
-				answer = s.Object.DeepCopyObject().(T)
-			}
-			rebase(orig, before, s.Object, answer)
+			rebase(orig, before, s.Object, s.stored(orig))
 		}
 		if path := changedOutsideStatus(orig, s.Object); path != "" {
 			// Only status is written, so the change would be dropped
