@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -70,7 +71,7 @@ func validateFinalizers[T Object](opts Options[T]) []error {
 	var errs []error
 	switch {
 	case len(opts.Cleanup) > 0 && opts.Finalizer == "":
-		errs = append(errs, fmt.Errorf("reconciler: Options.Finalizer is required when Options.Cleanup is set"))
+		errs = append(errs, errors.New("reconciler: Options.Finalizer is required when Options.Cleanup is set"))
 	case len(opts.Cleanup) > 0:
 		if err := finalizer.ValidateName(opts.Finalizer); err != nil {
 			errs = append(errs, fmt.Errorf("reconciler: Options.Finalizer: %w", err))
@@ -83,9 +84,10 @@ func validateFinalizers[T Object](opts Options[T]) []error {
 	seen := map[string]bool{}
 	for i, name := range opts.RetiredFinalizers {
 		field := fmt.Sprintf("reconciler: Options.RetiredFinalizers[%d]", i)
+		invalid := validation.IsQualifiedName(name)
 		switch {
-		case len(validation.IsQualifiedName(name)) > 0:
-			errs = append(errs, fmt.Errorf("%s: invalid finalizer name %q: %s", field, name, strings.Join(validation.IsQualifiedName(name), "; ")))
+		case len(invalid) > 0:
+			errs = append(errs, fmt.Errorf("%s: invalid finalizer name %q: %s", field, name, strings.Join(invalid, "; ")))
 		case name == metav1.FinalizerOrphanDependents || name == metav1.FinalizerDeleteDependents:
 			errs = append(errs, fmt.Errorf("%s: %q is the garbage collector's finalizer, not one this operator added", field, name))
 		case len(opts.Cleanup) > 0 && name == opts.Finalizer:
