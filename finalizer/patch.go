@@ -112,11 +112,33 @@ func Ensure(ctx context.Context, c client.Client, obj client.Object, name string
 //     that legacy unqualified finalizers can still be cleaned up.
 //   - When c reads from a cache, pass [APIReader], as for [Ensure].
 func Remove(ctx context.Context, c client.Client, obj client.Object, name string, opts ...Option) (changed bool, err error) {
-	if err := validateName(name, false); err != nil {
-		return false, fmt.Errorf("removing finalizer from %s: %w", describe(c, obj), err)
+	return remove(ctx, c, obj, []string{name}, opts)
+}
+
+// RemoveAll is [Remove] for several finalizers: it removes every one of
+// names that obj lists in one patch, with the same guarantees, and sends
+// nothing when obj lists none of them. Use it to retire the finalizers of
+// an earlier release at the cost of one write per object.
+func RemoveAll(ctx context.Context, c client.Client, obj client.Object, names []string, opts ...Option) (changed bool, err error) {
+	return remove(ctx, c, obj, names, opts)
+}
+
+func remove(ctx context.Context, c client.Client, obj client.Object, names []string, opts []Option) (bool, error) {
+	what := fmt.Sprintf("finalizers %q", names)
+	if len(names) == 1 {
+		what = fmt.Sprintf("finalizer %q", names[0])
 	}
-	changed, err = patchFinalizers(ctx, c, obj, opts, func(o client.Object) bool {
-		return controllerutil.RemoveFinalizer(o, name)
+	for _, name := range names {
+		if err := validateName(name, false); err != nil {
+			return false, fmt.Errorf("removing finalizer from %s: %w", describe(c, obj), err)
+		}
+	}
+	changed, err := patchFinalizers(ctx, c, obj, opts, func(o client.Object) bool {
+		removed := false
+		for _, name := range names {
+			removed = controllerutil.RemoveFinalizer(o, name) || removed
+		}
+		return removed
 	})
 	switch {
 	case err == nil:
@@ -124,7 +146,7 @@ func Remove(ctx context.Context, c client.Client, obj client.Object, name string
 	case apierrors.IsNotFound(err), isRecreated(err):
 		return false, nil
 	default:
-		return false, fmt.Errorf("removing finalizer %q from %s: %w", name, describe(c, obj), err)
+		return false, fmt.Errorf("removing %s from %s: %w", what, describe(c, obj), err)
 	}
 }
 

@@ -23,7 +23,6 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
@@ -244,9 +243,9 @@ func TestRolloutIsJudgedOnTheAppliedGeneration(t *testing.T) {
 	markRolledOut(t, f.ctx, d, &appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
 		Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "w-1" has timed out progressing.`})
 	waitForCache(t, f, d)
-	_, err = f.reconcile()
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, reconcile.TerminalError(nil)), "a failed rollout is not retried: %v", err)
+	res, err := f.reconcile()
+	require.NoError(t, err, "a failed rollout is not retried with backoff")
+	assert.Equal(t, reconciler.FailedRolloutRecheck, res.RequeueAfter, "only re-checked slowly (TestFailedRolloutIsRechecked)")
 	w = f.get()
 	stalled := conditions.Get(w, conditions.Stalled)
 	require.NotNil(t, stalled)

@@ -62,6 +62,16 @@ const (
 // the deletion's story once.
 func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.Result, error) {
 	obj := s.Object
+	// Retired finalizers guard nothing any more: they go first, so they
+	// never hold the deletion, whatever cleanup does.
+	changed, err := r.removeRetired(ctx, s.Client, obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if changed || obj.GetResourceVersion() != orig.GetResourceVersion() {
+		orig = obj.DeepCopyObject().(T)
+	}
+	conditions.Delete(obj, Paused)
 	if len(r.opts.Cleanup) == 0 || !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
 		return ctrl.Result{}, nil
 	}
@@ -79,7 +89,7 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.R
 		}
 		return res, err
 	}
-	changed, err := finalizer.Remove(ctx, s.Client, obj, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader))
+	changed, err = finalizer.Remove(ctx, s.Client, obj, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader))
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("all cleanup steps succeeded: %w", err)
 	}

@@ -538,8 +538,22 @@ func TestNewRejectsBadCleanupConfiguration(t *testing.T) {
 		opts: reconciler.Options[*testv1.Widget]{Finalizer: "orphan", Cleanup: []widgetStep{{Name: "a", Run: run}}},
 		want: []string{`Options.Finalizer: invalid finalizer name "orphan": must be domain-qualified`},
 	}, {
-		name: "a Finalizer without Cleanup is ignored",
-		opts: reconciler.Options[*testv1.Widget]{Finalizer: "cleanup"},
+		name: "a Finalizer without Cleanup",
+		opts: reconciler.Options[*testv1.Widget]{Finalizer: cleanupFinalizer},
+		want: []string{`Options.Finalizer "test.reconcilekit.io/cleanup" is set but Options.Cleanup is empty`, "Options.RetiredFinalizers"},
+	}, {
+		name: "bad retired finalizers",
+		opts: reconciler.Options[*testv1.Widget]{Finalizer: cleanupFinalizer, Cleanup: []widgetStep{{Name: "a", Run: run}},
+			RetiredFinalizers: []string{"example.com/old", "example.com/-x-", "orphan", cleanupFinalizer, "example.com/old"}},
+		want: []string{
+			`Options.RetiredFinalizers[1]: invalid finalizer name "example.com/-x-"`,
+			`Options.RetiredFinalizers[2]: "orphan" is the garbage collector's finalizer`,
+			`Options.RetiredFinalizers[3]: "test.reconcilekit.io/cleanup" is Options.Finalizer, which this release still uses`,
+			`Options.RetiredFinalizers[4]: "example.com/old" is listed twice`,
+		},
+	}, {
+		name: "retired finalizers, unqualified legacy ones included, without Cleanup",
+		opts: reconciler.Options[*testv1.Widget]{RetiredFinalizers: []string{cleanupFinalizer, "legacy-cleanup"}},
 	}, {
 		name: "a valid cleanup configuration",
 		opts: reconciler.Options[*testv1.Widget]{Steps: []widgetStep{{Name: "a", Condition: "A", Run: run}},

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -43,12 +44,12 @@ type horizon struct {
 // seenCopy is the newest copy of an object a pass saw.
 type seenCopy struct {
 	resourceVersion string
-	// finalized is our finalizer when the pass left the object deleting
-	// without it. When the pass removed it and it was the last one, the
-	// object is gone and the answer carries the resourceVersion the pass
-	// read, so a cached copy at that version that still lists it is behind
-	// too.
-	finalized string
+	// finalized are the finalizers the reconciler removes (its own and the
+	// retired ones) that the pass left a deleting object without. When
+	// the pass removed the last finalizer, the object is gone and the
+	// answer carries the resourceVersion the pass read, so a cached copy
+	// at that version that still lists one of them is behind too.
+	finalized []string
 	at        time.Time
 }
 
@@ -73,13 +74,13 @@ func (h *horizon) behind(key types.NamespacedName, cached client.Object) (string
 		return "", false
 	}
 	return seen.resourceVersion, cmp < 0 ||
-		(cmp == 0 && seen.finalized != "" && controllerutil.ContainsFinalizer(cached, seen.finalized))
+		(cmp == 0 && slices.ContainsFunc(seen.finalized, func(name string) bool { return controllerutil.ContainsFinalizer(cached, name) }))
 }
 
 // record ends a pass that read cachedRV from the cache and left the object
 // as last (finalized: see seenCopy): remembered when the pass got ahead of
 // the cache, forgotten otherwise.
-func (h *horizon) record(key types.NamespacedName, cachedRV string, last client.Object, finalized string) {
+func (h *horizon) record(key types.NamespacedName, cachedRV string, last client.Object, finalized []string) {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -92,7 +93,7 @@ func (h *horizon) record(key types.NamespacedName, cachedRV string, last client.
 		}
 	}
 	cmp, err := resourceversion.CompareResourceVersion(last.GetResourceVersion(), cachedRV)
-	if finalized != "" || (err == nil && cmp > 0) {
+	if len(finalized) > 0 || (err == nil && cmp > 0) {
 		h.seen[key] = seenCopy{resourceVersion: last.GetResourceVersion(), finalized: finalized, at: now}
 		return
 	}

@@ -71,7 +71,9 @@ func Wait(reason, messageFormat string, args ...any) Outcome {
 // invalid spec, a reference to something that can never exist). The step's
 // condition becomes False with reason and the error, Stalled becomes True,
 // and the object is not requeued: the next pass happens when it changes.
-// This is how a bad spec avoids a hot loop of failing retries.
+// This is how a bad spec avoids a hot loop of failing retries. With
+// [Outcome.After], the object is still Stalled but looked at again after
+// the duration, for a failure that can heal without a change anyone watches.
 func Terminal(reason string, err error) Outcome {
 	return Outcome{kind: kindTerminal, reason: reason, err: err}
 }
@@ -87,7 +89,11 @@ func Error(err error) Outcome {
 // After asks for another pass after d. On a Continue outcome the pass goes
 // on and the whole pass is requeued after the shortest duration any step
 // asked for (periodic checks of something no watch can see); on a Wait it
-// polls. It has no effect on Terminal and Error.
+// polls. On a live step's Terminal it is a slow re-check: the object is
+// Stalled, and the pass returns a requeue after d instead of a terminal
+// error (which controller-runtime never retries); After(0) takes it back.
+// It has no effect on Error (backoff decides) nor on a cleanup step's
+// Terminal.
 func (o Outcome) After(d time.Duration) Outcome {
 	o.after = d
 	return o

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
-	"github.com/reconcilekit/reconcilekit/finalizer"
 	"github.com/reconcilekit/reconcilekit/internal/text"
 	"github.com/reconcilekit/reconcilekit/ownership"
 )
@@ -31,7 +31,10 @@ import (
 // PausedAnnotation on an object stops the reconciler from touching it: no
 // steps, no finalizer changes, no cleanup, only the Paused condition (written
 // once). Remove the annotation to resume. Use it to take an object out of an
-// operator's hands during an incident or a manual migration.
+// operator's hands during an incident or a manual migration. That holds for
+// its deletion too: a paused object that is being deleted keeps the
+// finalizers this reconciler would remove, and Paused says so (reason
+// [ReasonDeletionPaused], with one Warning event).
 const PausedAnnotation = "reconcilekit.io/paused"
 
 // Paused is the condition type that says an object is paused.
@@ -76,9 +79,18 @@ type Options[T Object] struct {
 	// that must not hold Ready back returns ContinueWith, not Wait or Error.
 	Ready []string
 	// Finalizer names the finalizer that guards Cleanup (for example
-	// "apps.example.com/cleanup"). Required when Cleanup is set; ignored
-	// otherwise.
+	// "apps.example.com/cleanup"). Required when Cleanup is set, and an
+	// error without it: a release that drops Cleanup lists its finalizer in
+	// RetiredFinalizers instead.
 	Finalizer string
+	// RetiredFinalizers names finalizers that earlier releases of the
+	// operator added and this one no longer uses (Cleanup dropped, or
+	// Finalizer renamed). The reconciler removes them with the same locked
+	// patch as its own: from a deleting object at once, so its deletion
+	// completes, and from a live object on its next pass (one write, once),
+	// so that uninstalling the operator later cannot strand it. Each must
+	// be a qualified name other than Finalizer. See docs/finalizer.md.
+	RetiredFinalizers []string
 	// Cleanup steps run, in order, when the object is being deleted, with
 	// the same Scope, counted client, logging, metrics and panic handling as
 	// Steps; the finalizer is removed once all of them continue in one
@@ -242,14 +254,7 @@ func validate[T Object](opts Options[T]) error {
 			}
 		}
 	}
-	switch {
-	case len(opts.Cleanup) > 0 && opts.Finalizer == "":
-		errs = append(errs, errors.New("reconciler: Options.Finalizer is required when Options.Cleanup is set"))
-	case len(opts.Cleanup) > 0:
-		if err := finalizer.ValidateName(opts.Finalizer); err != nil {
-			errs = append(errs, fmt.Errorf("reconciler: Options.Finalizer: %w", err))
-		}
-	}
+	errs = append(errs, validateFinalizers(opts)...)
 	return errors.Join(errs...)
 }
 
@@ -312,7 +317,8 @@ func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...st
 //     it reads the object from the APIReader instead. So a pass cannot
 //     redo, from a stale live copy, what the cleanup of an object already
 //     deleted undid.
-//   - A paused object (PausedAnnotation) gets Paused=True and nothing else.
+//   - A paused object (PausedAnnotation) gets Paused=True and nothing else,
+//     also while it is being deleted (reason DeletionPaused, one event).
 //   - A deleting object runs Cleanup; otherwise the finalizer is ensured
 //     before any step runs, so no owned state can be created unguarded.
 //   - Steps run in order on a deep copy; Ready, Reconciling, Stalled and
@@ -359,9 +365,11 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 	// Whatever path the pass takes, obj (changed in place) ends as what it
 	// computed and wrote.
 	defer func() {
-		finalized := ""
-		if len(r.opts.Cleanup) > 0 && !obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
-			finalized = r.opts.Finalizer
+		var finalized []string
+		for _, name := range r.managedFinalizers() {
+			if !obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, name) {
+				finalized = append(finalized, name)
+			}
 		}
 		r.seen.record(req.NamespacedName, cachedRV, obj, finalized)
 		r.track(req.NamespacedName, obj)
@@ -375,23 +383,19 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 	}
 
 	if _, paused := obj.GetAnnotations()[PausedAnnotation]; paused {
-		// Marked once: re-stamping it on every generation would be a write.
-		if !conditions.IsTrue(obj, Paused) {
-			if err := conditions.MarkTrue(obj, Paused, ReasonPaused, "the %s annotation is set; remove it to resume", PausedAnnotation); err != nil {
-				return ctrl.Result{}, err
-			}
+		if err := r.markPaused(obj); err != nil {
+			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, r.finish(ctx, counted, orig, obj, nil)
 	}
 
 	if !obj.GetDeletionTimestamp().IsZero() {
-		conditions.Delete(obj, Paused)
 		return r.delete(ctx, scope, orig)
 	}
-	if len(r.opts.Cleanup) > 0 {
-		changed, err := finalizer.Ensure(ctx, counted, obj, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader))
+	if len(r.opts.Cleanup) > 0 || len(r.opts.RetiredFinalizers) > 0 {
+		changed, err := r.syncFinalizers(ctx, counted, obj)
 		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", r.opts.Finalizer, err)
+			return ctrl.Result{}, err
 		}
 		if changed || obj.GetResourceVersion() != orig.GetResourceVersion() {
 			// obj is now the server's answer (a write, or the re-read
@@ -401,7 +405,6 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (c
 		}
 		if !obj.GetDeletionTimestamp().IsZero() {
 			// The re-read showed a deletion the cached copy did not.
-			conditions.Delete(obj, Paused)
 			return r.delete(ctx, scope, orig)
 		}
 	}
@@ -450,13 +453,16 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], orig T) (ctrl
 	var stopped Outcome
 	var stoppedBy string
 	for _, step := range r.opts.Steps {
+		before := snapshotStatus(s.Object)
 		out := r.runStep(ctx, step, s)
 		if s.Object.GetResourceVersion() != orig.GetResourceVersion() {
 			// The step wrote the object itself through the API (another
 			// finalizer, an annotation) and s.Object holds the server's
-			// answer: that is stored, so it is the new baseline.
-			copyOutsideStatus(s.Object, orig)
-		} else if path := changedOutsideStatus(orig, s.Object); path != "" {
+			// answer: that is stored, so it is the new baseline, and the
+			// pass's status goes back on top of it.
+			rebase(orig, before, s.Object, s.stored(orig))
+		}
+		if path := changedOutsideStatus(orig, s.Object); path != "" {
 			// Only status is written, so the change would be dropped
 			// silently; fail loudly instead, naming the step and field.
 			copyOutsideStatus(orig, s.Object)
@@ -498,6 +504,11 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], orig T) (ctrl
 		conditions.Delete(obj, conditions.Reconciling)
 		if err := conditions.MarkTrue(obj, conditions.Stalled, stopped.reason, "%s", msg); err != nil {
 			return res, err
+		}
+		if stopped.after > 0 {
+			// A failure that can heal by itself: Stalled, and re-checked.
+			res = ctrl.Result{RequeueAfter: min(stopped.after, cmp.Or(res.RequeueAfter, stopped.after))}
+			break
 		}
 		stepErr = reconcile.TerminalError(fmt.Errorf("step %s: %w", stoppedBy, stopped.err))
 		res = ctrl.Result{}
@@ -589,6 +600,7 @@ func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, orig, obj T
 		return err
 	}
 	r.emitTransitions(replaced, obj, passErr)
+	r.emitDeletionPaused(replaced, obj)
 	return nil
 }
 

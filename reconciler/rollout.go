@@ -3,6 +3,7 @@ package reconciler
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +27,15 @@ const (
 	ReasonFailed = "Failed"
 )
 
+// FailedRolloutRecheck is how long after a pass that found an owned object
+// Failed the reconciler looks at it again, watch event or not: a
+// Deployment's ProgressDeadlineExceeded heals by itself once, say, its
+// image can be pulled, and the event that says so may never reach the
+// controller (a predicate that drops status updates, a kind it does not
+// watch). Override it per step with s.Rollout(obj).After(d); After(0)
+// makes a Failed rollout purely terminal.
+const FailedRolloutRecheck = 5 * time.Minute
+
 // Rollout returns the outcome that obj's rollout calls for, as kstatus
 // (sigs.k8s.io/cli-utils/pkg/kstatus/status.Compute, the library Flux,
 // Argo CD and kubectl's apply status use) computes it. obj is an owned
@@ -39,8 +49,8 @@ const (
 //     generation we applied is rolled out.
 //   - Failed (a Deployment's ProgressDeadlineExceeded, a failed Job): Terminal
 //     with kstatus's reason, so the object is Stalled instead of Reconciling
-//     forever; the next pass comes from a watch event (the owned object
-//     changing, or the spec).
+//     forever, re-checked after [FailedRolloutRecheck] (or sooner, by a
+//     watch event: the owned object changing, or the spec).
 //   - Terminating: Wait, reason Terminating.
 //
 // Because the pass client reads its own writes, a Get after Apply returns
@@ -74,7 +84,7 @@ func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 				}
 			}
 		}
-		return Terminal(reason, errors.New(name+": "+msg))
+		return Terminal(reason, errors.New(name+": "+msg)).After(FailedRolloutRecheck)
 	default:
 		return Error(fmt.Errorf("%s: status %s: %s", name, res.Status, res.Message))
 	}
