@@ -29,7 +29,9 @@
 // Helpers for common rules return field.ErrorList so they compose by
 // appending: [Immutable] (equality.Semantic), [DNS1123Label] and
 // [DNS1123Subdomain] for references, [Quantity] and [PositiveQuantity], and
-// [ImageReference], which requires a tag or digest.
+// [ImageReference], which requires a tag or digest. [Ratchet] validates an
+// update as the apiserver validates a CRD's schema: only the errors the old
+// object did not have refuse it.
 //
 // Serving certificates are handled by the subpackage certs: either
 // self-managed (a CA and serving certificate in a Secret, CA bundle injected

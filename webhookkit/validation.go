@@ -1,8 +1,10 @@
 package webhookkit
 
 import (
+	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -29,6 +31,46 @@ func Immutable[V any](path *field.Path, oldVal, newVal V) field.ErrorList {
 		return nil
 	}
 	return errs
+}
+
+// Ratchet returns the errors of newErrs that oldErrs does not hold too, so
+// that the validation of an update reports what the update broke, not what
+// the object already had. It is the webhook's counterpart of the API
+// server's ratcheting of CRD schema validation (KEP-4008): an object stored
+// under earlier, looser rules (or before the webhook was installed) can
+// still be updated — another field edited, a storage migration's rewrite —
+// while a change to an invalid field must make it valid. Validate the old
+// and the new object with the same function and pass both lists:
+//
+//	ValidateUpdate: func(_ context.Context, oldObj, obj *v1.Widget) (webhookkit.Warnings, field.ErrorList) {
+//		_, oldErrs := validate(oldObj)
+//		warnings, errs := validate(obj)
+//		return warnings, webhookkit.Ratchet(oldErrs, errs)
+//	},
+//
+// Two errors are the same when their type, field path, detail and value
+// (under equality.Semantic) are equal. So an error stays when the field's
+// value changed, even from one invalid value to another, and when a
+// cross-field rule whose detail names the other field's value (the limit
+// below "the request, 2") fails after that other field changed. Errors that
+// only an update can have, such as [Immutable]'s, belong outside Ratchet.
+//
+// Caveat: a rule that does not report the value it refused (a redacted
+// secret) cannot tell one invalid value from another: a change between two
+// of them passes. Report the value, or a digest of it.
+func Ratchet(oldErrs, newErrs field.ErrorList) field.ErrorList {
+	var errs field.ErrorList
+	for _, e := range newErrs {
+		if !slices.ContainsFunc(oldErrs, func(o *field.Error) bool { return sameError(o, e) }) {
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+func sameError(a, b *field.Error) bool {
+	return a.Type == b.Type && a.Field == b.Field && a.Detail == b.Detail &&
+		equality.Semantic.DeepEqual(a.BadValue, b.BadValue)
 }
 
 // DNS1123Label validates a reference to an object whose name must be a

@@ -101,6 +101,33 @@ func TestImmutable(t *testing.T) {
 	assert.Len(t, Immutable(p, []string{"a"}, []string{"a", "b"}), 1)
 }
 
+// TestRatchet: an update keeps the errors the old object had, and is
+// refused for every error it introduced.
+func TestRatchet(t *testing.T) {
+	memory := field.NewPath("spec", "memory")
+	replicas := field.NewPath("spec", "replicas")
+	tooSmall := func(v string) *field.Error { return field.Invalid(memory, v, "must be at least 16Mi") }
+	old := field.ErrorList{tooSmall("8Mi")}
+
+	assert.Nil(t, Ratchet(old, field.ErrorList{tooSmall("8Mi")}), "unchanged invalid field: ratcheted")
+	assert.Equal(t, field.ErrorList{tooSmall("4Mi")}, Ratchet(old, field.ErrorList{tooSmall("4Mi")}),
+		"changed from one invalid value to another: refused")
+
+	outOfRange := field.Invalid(replicas, 0, "must be between 1 and 100")
+	assert.Equal(t, field.ErrorList{outOfRange}, Ratchet(old, field.ErrorList{tooSmall("8Mi"), outOfRange}),
+		"the new error is reported, the old one is not")
+	assert.Equal(t, field.ErrorList{outOfRange}, Ratchet(nil, field.ErrorList{outOfRange}), "a valid old object ratchets nothing")
+
+	// Same path and value, another detail (a cross-field rule whose other
+	// side changed), or another type: not the same error.
+	assert.Len(t, Ratchet(old, field.ErrorList{field.Invalid(memory, "8Mi", "must be at least 32Mi")}), 1)
+	assert.Len(t, Ratchet(old, field.ErrorList{field.Forbidden(memory, "must be at least 16Mi")}), 1)
+	// Values compare under equality.Semantic.
+	q := resource.MustParse("1")
+	assert.Nil(t, Ratchet(field.ErrorList{field.Invalid(memory, q, "x")},
+		field.ErrorList{field.Invalid(memory, resource.MustParse("1000m"), "x")}))
+}
+
 func TestDNS1123(t *testing.T) {
 	p := field.NewPath("spec", "secretRef", "name")
 	assert.Nil(t, DNS1123Label(p, "my-svc"))

@@ -44,12 +44,13 @@ import (
 // and its storage version migration.
 const webappCRD = "webapps.apps.example.com"
 
-// Storage version migration (internal/storageversion): it reads the WebApp
-// CRD (get, by name; certs.go adds list, watch and update for the
-// Rotator), patches every WebApp unchanged (list and patch, granted for
-// the controller) and finally patches the CRD's status.storedVersions,
-// limited by name to this one CRD.
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get,resourceNames=webapps.apps.example.com
+// Storage version migration (internal/storageversion): it watches the
+// WebApp CRD and reads it (get, list and watch, by name: its informer asks
+// for the one CRD by metadata.name; certs.go adds update for the Rotator),
+// patches every WebApp unchanged (list and patch, granted for the
+// controller) and finally patches the CRD's status.storedVersions, limited
+// by name to this one CRD.
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch,resourceNames=webapps.apps.example.com
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=patch,resourceNames=webapps.apps.example.com
 
 func main() {
@@ -91,7 +92,7 @@ func parseFlags() (flags, zap.Options) {
 	flag.BoolVar(&f.enableWebhooks, "enable-webhooks", true,
 		"Serve the admission webhooks and the CRD's conversion webhook. Without them, reading a WebApp as apps.example.com/v1 fails unless another process serves /convert.")
 	flag.BoolVar(&f.migrateStorage, "migrate-storage", true,
-		"Once leader: rewrite WebApps stored as apps.example.com/v1 in the storage version (v2), then trim the CRD's status.storedVersions to [v2].")
+		"While leader, whenever the WebApp CRD's status.storedVersions lists a version other than its storage version (at start, and when the CRD is upgraded): rewrite the WebApps in the storage version, then trim storedVersions to it.")
 	f.certs.bind(flag.CommandLine)
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
@@ -193,11 +194,12 @@ func run() error {
 		}
 	}
 	if f.migrateStorage {
-		if err := mgr.Add(&storageversion.Migrator{
+		m := &storageversion.Migrator{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), CRD: webappCRD,
 			Log: ctrl.Log.WithName("storage-version-migration"),
-		}); err != nil {
-			return err
+		}
+		if err := m.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the storage version migration: %w", err)
 		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -2,17 +2,21 @@ package storageversion_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -20,10 +24,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
@@ -62,19 +69,24 @@ func q(s string) *resource.Quantity { return new(resource.MustParse(s)) }
 // TestUpgradeFromV1 is the upgrade a cluster goes through, against a real
 // apiserver calling the operator's real webhooks: WebApps created and
 // stored as v1, then the current CRD (v1 and v2, stored as v2, conversion
-// by webhook) and the operator's webhook server and storage migration.
+// by webhook) applied while the operator (its webhook server and storage
+// migration) runs.
 func TestUpgradeFromV1(t *testing.T) {
 	testenv.Require(t)
 	ctx := t.Context()
 	c := env.Client
 	ns := env.Namespace(t)
 
-	// Before: v1 only.
+	// Before: v1 only. legacy passes the CRD's schema but not today's
+	// webhook (memory below webhook.MinMemory): it was created while no
+	// webhook was installed, as under an older release's looser rules.
 	oldApps := map[string]webappv1.WebAppSpec{
 		"shop": {Image: "registry.example.com/shop:1.0", Replicas: new(int32(2)), DBRef: "orders-db",
 			Resources: &webappv1.ContainerResources{CPU: q("250m"), Memory: q("64Mi")}},
 		"blog": {Image: "registry.example.com/blog:1.0", Replicas: new(int32(1)),
 			Resources: &webappv1.ContainerResources{CPU: q("500m"), Memory: q("256Mi")}},
+		"legacy": {Image: "registry.example.com/legacy:1.0", Replicas: new(int32(1)),
+			Resources: &webappv1.ContainerResources{CPU: q("100m"), Memory: q("8Mi")}},
 	}
 	oldRV := map[string]string{}
 	for name, spec := range oldApps {
@@ -86,20 +98,23 @@ func TestUpgradeFromV1(t *testing.T) {
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: crdName}, crd))
 	require.Equal(t, []string{"v1"}, crd.Status.StoredVersions)
 
+	// The operator runs before the upgrade, and its migration has looked
+	// at the CRD (nothing to do: v1 is stored and the storage version).
+	startWebhookServer(t, ctx)
+	installAdmissionWebhooks(t, ctx)
+	migrations := &migrationLog{}
+	stopMigrator := startMigrator(t, ctx, migrations)
+
 	// The upgrade: the current CRD, with its conversion webhook at the
 	// webhook server this test starts.
 	upgradeCRD(t, ctx)
-	installAdmissionWebhooks(t, ctx)
-	startOperator(t, ctx, 100*time.Millisecond)
 
-	// The migration ends with storedVersions trimmed; every WebApp stored
-	// as v1 was written (its resourceVersion moved) with no change to its
-	// spec (its generation did not).
-	require.Eventually(t, func() bool {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		return c.Get(ctx, client.ObjectKey{Name: crdName}, crd) == nil &&
-			len(crd.Status.StoredVersions) == 1 && crd.Status.StoredVersions[0] == "v2"
-	}, time.Minute, 50*time.Millisecond, "status.storedVersions trimmed to [v2]")
+	// Without a restart, the migration ends with storedVersions trimmed;
+	// every WebApp stored as v1 was written (its resourceVersion moved)
+	// with no change to its spec (its generation did not), legacy too.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, []string{"v2"}, storedVersions(c, ctx))
+	}, time.Minute, 50*time.Millisecond, "status.storedVersions trimmed to [v2] by the running operator")
 	for name, spec := range oldApps {
 		v2 := &webappv2.WebApp{}
 		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, v2), "read as v2 through the conversion webhook")
@@ -119,6 +134,7 @@ func TestUpgradeFromV1(t *testing.T) {
 		assert.Equal(t, spec.Resources.CPU.String(), v1.Spec.Resources.CPU.String())
 		assert.Empty(t, v1.Annotations, "nothing v1 cannot say, so no annotation")
 	}
+	assert.Equal(t, []int{len(oldApps)}, migrations.rewritten(t), "one migration, counting the objects it rewrote")
 
 	t.Run("v2 resources v1 cannot say survive a v1 client's update", func(t *testing.T) {
 		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "burst"}, Spec: webappv2.WebAppSpec{
@@ -177,13 +193,62 @@ func TestUpgradeFromV1(t *testing.T) {
 		assert.Contains(t, err.Error(), "spec.resources.limits.cpu", "v2 validation: no limit below its request")
 	})
 
+	// legacy's memory is below today's minimum. Validation ratchets:
+	// another field may change, the invalid one only to a valid value.
+	t.Run("an object invalid under today's rules can be updated elsewhere", func(t *testing.T) {
+		key := client.ObjectKey{Namespace: ns, Name: "legacy"}
+		v2 := &webappv2.WebApp{}
+		require.NoError(t, c.Get(ctx, key, v2))
+		v2.Spec.Replicas = new(int32(3))
+		require.NoError(t, c.Update(ctx, v2), "v2: another field changes")
+		v2.Spec.Resources.Requests.Memory = q("4Mi")
+		err := c.Update(ctx, v2)
+		require.Error(t, err, "v2: the invalid field changes to another invalid value")
+		assert.Contains(t, err.Error(), `spec.resources.requests.memory: Invalid value: "4Mi"`)
+		assert.NotContains(t, err.Error(), "spec.resources.limits.memory", "the limit did not change")
+
+		v1 := &webappv1.WebApp{}
+		require.NoError(t, c.Get(ctx, key, v1))
+		v1.Spec.Image = "registry.example.com/legacy:1.1"
+		require.NoError(t, c.Update(ctx, v1), "v1: another field changes")
+		v1.Spec.Resources.Memory = q("4Mi")
+		err = c.Update(ctx, v1)
+		require.Error(t, err, "v1: the invalid field changes to another invalid value")
+		assert.Contains(t, err.Error(), `spec.resources.memory: Invalid value: "4Mi"`)
+		v1.Spec.Resources.Memory = q("32Mi")
+		require.NoError(t, c.Update(ctx, v1), "v1: the invalid field becomes valid")
+		v1.Spec.Resources.Memory = q("8Mi")
+		require.Error(t, c.Update(ctx, v1), "a valid field cannot go back to an invalid value")
+	})
+
+	// The generated configurations call the webhooks only for updates that
+	// change spec, so the migration's empty patches never reach them. A
+	// configuration without that condition (an older one, or another
+	// operator's) calls them on every update: the rewrite of an object
+	// invalid under today's rules must pass all the same.
+	t.Run("a webhook called on every update lets the rewrite through", func(t *testing.T) {
+		invalid := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "invalid"},
+			Spec: webappv1.WebAppSpec{Image: "registry.example.com/invalid:1.0", Replicas: new(int32(1)),
+				Resources: &webappv1.ContainerResources{CPU: q("100m"), Memory: q("8Mi")}}}
+		withoutAdmission(t, ctx, func() { require.NoError(t, c.Create(ctx, invalid)) })
+		validateEveryUpdate(t, ctx, ns)
+		setStoredVersions(t, ctx, "v1", "v2")
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, []string{"v2"}, storedVersions(c, ctx))
+		}, time.Minute, 50*time.Millisecond, "status.storedVersions trimmed: the webhook admitted the rewrite of %s", invalid.Name)
+	})
+
+	// The tests below call Migrate themselves.
+	stopMigrator()
+	disco := discoveryClient(t)
+
 	t.Run("a repeated migration rewrites nothing", func(t *testing.T) {
 		rvs := resourceVersions(t, ctx, ns)
 		setStoredVersions(t, ctx, "v1", "v2")
-		m := &storageversion.Migrator{Client: c, Reader: c, CRD: crdName}
+		m := &storageversion.Migrator{Client: c, Reader: c, Discovery: disco, CRD: crdName}
 		res, err := m.Migrate(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, len(rvs), res.Objects)
+		assert.Equal(t, 0, res.Rewritten, "every object is stored as v2 already")
 		assert.Equal(t, []string{"v1"}, res.Trimmed)
 		assert.Equal(t, rvs, resourceVersions(t, ctx, ns), "objects stored as v2 already are not written again")
 		assert.Equal(t, []string{"v2"}, storedVersions(t, ctx))
@@ -205,12 +270,12 @@ func TestUpgradeFromV1(t *testing.T) {
 				return c.Patch(ctx, obj, patch, opts...)
 			},
 		})
-		m := &storageversion.Migrator{Client: failing, Reader: c, CRD: crdName}
+		m := &storageversion.Migrator{Client: failing, Reader: c, Discovery: disco, CRD: crdName}
 		_, err = m.Migrate(ctx)
 		require.ErrorContains(t, err, "injected")
 		assert.Equal(t, []string{"v1", "v2"}, storedVersions(t, ctx), "not trimmed: blog might still be stored as v1")
 
-		_, err = (&storageversion.Migrator{Client: c, Reader: c, CRD: crdName}).Migrate(ctx)
+		_, err = (&storageversion.Migrator{Client: c, Reader: c, Discovery: disco, CRD: crdName}).Migrate(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"v2"}, storedVersions(t, ctx))
 	})
@@ -246,8 +311,9 @@ func upgradeCRD(t *testing.T, ctx context.Context) {
 			return false
 		}
 		// The apiserver added v2 to storedVersions when v2 became the
-		// storage version; v1 stays until the migration.
-		return len(got.Status.StoredVersions) == 2
+		// storage version; v1 stays until the migration (which may
+		// already have run).
+		return slices.Contains(got.Status.StoredVersions, "v2")
 	}, time.Minute, 50*time.Millisecond, "the apiserver took the new storage version")
 }
 
@@ -290,10 +356,9 @@ func installAdmissionWebhooks(t *testing.T, ctx context.Context) {
 	}
 }
 
-// startOperator runs what the operator runs for the upgrade: the webhook
-// server with the WebApp webhooks (and so /convert), and the storage
-// migration.
-func startOperator(t *testing.T, ctx context.Context, backoff time.Duration) {
+// startWebhookServer runs the operator's webhook server with the WebApp
+// webhooks (and so /convert) until the test ends.
+func startWebhookServer(t *testing.T, ctx context.Context) {
 	t.Helper()
 	wh := env.Environment.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -305,16 +370,162 @@ func startOperator(t *testing.T, ctx context.Context, backoff time.Duration) {
 	})
 	require.NoError(t, err)
 	require.NoError(t, webappwebhook.Setup(mgr))
-	require.NoError(t, mgr.Add(&storageversion.Migrator{
-		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), CRD: crdName, Log: logr.Discard(), Backoff: backoff,
-	}))
+	start(t, ctx, mgr)
+}
+
+// startMigrator runs the operator's storage migration, logging into log,
+// and waits until it has read the CRD. It returns a function that stops it.
+func startMigrator(t *testing.T, ctx context.Context, log *migrationLog) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	require.NoError(t, err)
+	reader := &countingReader{Reader: mgr.GetAPIReader()}
+	m := &storageversion.Migrator{
+		Client: mgr.GetClient(), Reader: reader, CRD: crdName,
+		Log: funcr.NewJSON(log.add, funcr.Options{}), Backoff: 100 * time.Millisecond,
+	}
+	require.NoError(t, m.SetupWithManager(mgr))
+	stop = start(t, ctx, mgr)
+	require.Eventually(t, func() bool { return reader.gets.Load() > 0 }, time.Minute, 10*time.Millisecond,
+		"the migration read the CRD")
+	return stop
+}
+
+// start runs mgr until the test ends or stop is called, and requires that
+// it stopped without error.
+func start(t *testing.T, ctx context.Context, mgr ctrl.Manager) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// countingReader counts the Gets of its Reader.
+type countingReader struct {
+	client.Reader
+	gets atomic.Int32
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets.Add(1)
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// migrationLog holds the Migrator's JSON log lines.
+type migrationLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *migrationLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+}
+
+// rewritten returns the "rewritten" count of every migration logged.
+func (l *migrationLog) rewritten(t *testing.T) []int {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []int
+	for _, line := range l.lines {
+		var entry struct {
+			Rewritten *int `json:"rewritten"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &entry), line)
+		if entry.Rewritten != nil {
+			out = append(out, *entry.Rewritten)
+		}
+	}
+	return out
+}
+
+func discoveryClient(t *testing.T) discovery.DiscoveryInterface {
+	t.Helper()
+	d, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	require.NoError(t, err)
+	return d
+}
+
+// withoutAdmission runs fn while no admission webhook configuration is
+// installed, as on a cluster where the webhook was not yet deployed, and
+// reinstalls them.
+func withoutAdmission(t *testing.T, ctx context.Context, fn func()) {
+	t.Helper()
+	for _, cfg := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{},
+	} {
+		require.NoError(t, env.Client.DeleteAllOf(ctx, cfg))
+	}
+	// The apiserver stops calling them a moment after: retry until fn's
+	// object is admitted.
+	probe := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "probe"},
+		Spec: webappv1.WebAppSpec{Image: "web:1", Resources: &webappv1.ContainerResources{CPU: q("0")}}}
+	require.Eventually(t, func() bool {
+		return env.Client.Create(ctx, probe, client.DryRunAll) == nil
+	}, time.Minute, 50*time.Millisecond, "an invalid WebApp admitted once the webhooks are gone")
+	fn()
+	installAdmissionWebhooks(t, ctx)
+}
+
+// validateEveryUpdate removes the matchConditions from the validating
+// webhooks, so that the apiserver calls them for every update, and waits
+// until it does: a metadata-only update of a WebApp in ns reaches the v2
+// webhook.
+func validateEveryUpdate(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	var cfgs admissionregistrationv1.ValidatingWebhookConfigurationList
+	require.NoError(t, env.Client.List(ctx, &cfgs))
+	for i := range cfgs.Items {
+		for j := range cfgs.Items[i].Webhooks {
+			cfgs.Items[i].Webhooks[j].MatchConditions = nil
+		}
+		require.NoError(t, env.Client.Update(ctx, &cfgs.Items[i]))
+	}
+	app := &webappv2.WebApp{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop"}, app))
+	const path = "/validate-apps-example-com-v2-webapp"
+	n := 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		before := webhookCalls(c, path)
+		n++
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{"probe":"%d"}}}`, n))
+		require.NoError(c, env.Client.Patch(ctx, app, patch))
+		assert.Greater(c, webhookCalls(c, path), before)
+	}, time.Minute, 50*time.Millisecond, "a metadata-only update calls the validating webhook")
+}
+
+// webhookCalls is how many requests the webhook server answered on path.
+func webhookCalls(t require.TestingT, path string) float64 {
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && l.GetValue() == path {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 func resourceVersions(t *testing.T, ctx context.Context, ns string) map[string]string {
@@ -328,8 +539,7 @@ func resourceVersions(t *testing.T, ctx context.Context, ns string) map[string]s
 	return out
 }
 
-func storedVersions(t *testing.T, ctx context.Context) []string {
-	t.Helper()
+func storedVersions(t require.TestingT, ctx context.Context) []string {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd))
 	return crd.Status.StoredVersions

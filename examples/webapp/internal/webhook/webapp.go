@@ -53,14 +53,22 @@ var MinMemory = resource.MustParse("16Mi")
 // v2's, whose registration also serves /convert (controller-runtime's
 // conversion webhook, because v2 is a conversion.Hub and v1 a
 // conversion.Convertible in mgr's scheme).
+//
+// An update is validated with ratcheting (webhookkit.Ratchet): it is refused
+// only for errors the old object did not have, so a WebApp stored under
+// looser rules (an older release, or created while the webhook was not
+// installed) can still be edited elsewhere and rewritten by the storage
+// migration, while a change to its invalid field must make it valid.
 func Setup(mgr ctrl.Manager) error {
 	err := webhookkit.Register(mgr, webhookkit.Webhook[*webappv1.WebApp]{
 		Default: Default,
 		ValidateCreate: func(_ context.Context, app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) {
 			return Validate(app)
 		},
-		ValidateUpdate: func(_ context.Context, _, app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) {
-			return Validate(app)
+		ValidateUpdate: func(_ context.Context, old, app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) {
+			_, oldErrs := Validate(old)
+			warnings, errs := Validate(app)
+			return warnings, webhookkit.Ratchet(oldErrs, errs)
 		},
 	})
 	if err != nil {
@@ -71,8 +79,10 @@ func Setup(mgr ctrl.Manager) error {
 		ValidateCreate: func(_ context.Context, app *webappv2.WebApp) (webhookkit.Warnings, field.ErrorList) {
 			return ValidateV2(app)
 		},
-		ValidateUpdate: func(_ context.Context, _, app *webappv2.WebApp) (webhookkit.Warnings, field.ErrorList) {
-			return ValidateV2(app)
+		ValidateUpdate: func(_ context.Context, old, app *webappv2.WebApp) (webhookkit.Warnings, field.ErrorList) {
+			_, oldErrs := ValidateV2(old)
+			warnings, errs := ValidateV2(app)
+			return warnings, webhookkit.Ratchet(oldErrs, errs)
 		},
 	})
 }
