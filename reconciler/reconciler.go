@@ -143,6 +143,9 @@ type Reconciler[T Object] struct {
 	// seen holds, per key, what passes saw of the object ahead of the
 	// cache; a pass never acts on an older cached copy.
 	seen *horizon
+	// outages re-queues what failed while the API server was unavailable
+	// (OutageRecovery).
+	outages *outages
 }
 
 var _ reconcile.Reconciler = &Reconciler[Object]{}
@@ -150,7 +153,12 @@ var _ reconcile.Reconciler = &Reconciler[Object]{}
 // New builds a Reconciler from opts, taking whatever opts leaves empty from
 // mgr (which may be nil when opts sets Client, APIReader and Scheme).
 func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error) {
+	var probe func(context.Context) error
 	if mgr != nil {
+		var err error
+		if probe, err = readyzProbe(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+			return nil, fmt.Errorf("reconciler: API server readiness probe: %w", err)
+		}
 		if opts.Client == nil {
 			opts.Client = mgr.GetClient()
 		}
@@ -180,7 +188,8 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 	r := &Reconciler[T]{opts: opts, newObject: newFunc[T](),
 		stalled:        newObjectSet(stalledObjects.WithLabelValues(opts.Name)),
 		cleanupOverdue: newObjectSet(cleanupOverdueObjects.WithLabelValues(opts.Name)),
-		seen:           newHorizon()}
+		seen:           newHorizon(),
+		outages:        newOutages(probe)}
 	ready := opts.Ready
 	if ready == nil {
 		for _, s := range opts.Steps {
@@ -335,7 +344,9 @@ func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...st
 //   - A live object gets at most one event per pass, only when Ready
 //     changes (see emitTransitions); a deleting object gets the finalizer
 //     package's cleanup events instead, so a failed cleanup is reported once.
-func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_ ctrl.Result, err error) {
+	start := time.Now()
+	defer func() { r.outages.observe(req.NamespacedName, start, err) }()
 	log := logf.FromContext(ctx).WithValues("controller", r.opts.Name)
 	ctx = logf.IntoContext(ctx, log)
 	counted := newPassClient(r.opts.Client, r.opts.APIReader)

@@ -42,7 +42,9 @@ const Name = "cache-controller"
 
 // Setup builds the Cache reconciler and registers it with mgr. Owning the
 // Deployment and the Service means a change to either (a rollout's
-// progress, a hand edit, a deletion) starts a pass for their Cache.
+// progress, a hand edit, a deletion) starts a pass for their Cache. The
+// outage recovery re-queues the Caches whose passes failed while the API
+// server was down as soon as it is back, not after their backoff.
 func Setup(mgr ctrl.Manager) error {
 	r, err := New(mgr, reconciler.Options[*cachev1alpha1.Cache]{})
 	if err != nil {
@@ -53,6 +55,7 @@ func Setup(mgr ctrl.Manager) error {
 		For(&cachev1alpha1.Cache{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
+		WatchesRawSource(r.OutageRecovery()).
 		Complete(r)
 }
 

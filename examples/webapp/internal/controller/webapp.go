@@ -127,6 +127,10 @@ func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*
 		// entry changed or removed behind the operator's back must be put
 		// back, and no WebApp event would ever say so.
 		Watches(&corev1.ConfigMap{}, registryDrift(mgr.GetClient(), registryNamespace)).
+		// After an API server outage, the WebApps whose passes failed for
+		// it run again as soon as it is ready, not after the backoff the
+		// outage built up.
+		WatchesRawSource(r.OutageRecovery()).
 		Complete(r)
 	return r, err
 }

@@ -1,0 +1,61 @@
+package reconciler
+
+import (
+	"errors"
+	"net"
+	"net/url"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// TestOutagesReleaseOnlyWhatAnObservedOutageFailed drives the bookkeeping
+// behind OutageRecovery: which keys a probe that finds the API server ready
+// re-queues.
+func TestOutagesReleaseOnlyWhatAnObservedOutageFailed(t *testing.T) {
+	refused := &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
+	t0 := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+	o := newOutages(nil)
+	o.observe(key("before-start"), at(0), refused)
+	assert.Empty(t, o.parked, "nothing is tracked unless the OutageRecovery source runs")
+	o.running.Store(true)
+
+	o.observe(key("outage"), at(1), refused)
+	o.observe(key("own-error"), at(1), errors.New("bucket quota exceeded"))
+	o.observe(key("terminal"), at(1), reconcile.TerminalError(refused))
+	released, _, recovered := o.settle(nil, at(2))
+	assert.Empty(t, released, "a probe that never saw the API server down releases nothing: the failure was not an outage it can vouch for")
+	assert.False(t, recovered)
+
+	_, waiting, _ := o.settle(errors.New("connection refused"), at(3))
+	assert.Equal(t, 1, waiting)
+	o.observe(key("during"), at(4), refused)
+	o.observe(key("in-flight"), at(5), nil) // succeeded from the cache
+	released, _, recovered = o.settle(nil, at(6))
+	assert.True(t, recovered)
+	assert.ElementsMatch(t, []types.NamespacedName{key("outage"), key("during")}, released)
+
+	// A pass that started in the outage and failed after the recovery was
+	// hit by it; one that started after it fails for its own reasons.
+	o.observe(key("late"), at(5), refused)
+	o.observe(key("after"), at(7), refused)
+	released, waiting, recovered = o.settle(nil, at(8))
+	assert.False(t, recovered)
+	assert.Equal(t, []types.NamespacedName{key("late")}, released)
+	assert.Equal(t, 1, waiting, "the key that failed after the recovery keeps its backoff")
+
+	// The next outage releases it too; a success forgets a key.
+	o.observe(key("gone"), at(9), refused)
+	o.observe(key("gone"), at(10), nil)
+	o.settle(errors.New("etcd down"), at(11))
+	released, _, _ = o.settle(nil, at(12))
+	assert.Equal(t, []types.NamespacedName{key("after")}, released)
+	assert.Empty(t, o.parked)
+}
