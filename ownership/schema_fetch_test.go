@@ -115,7 +115,7 @@ func (f *fixture) applyAsync(t *testing.T, ctx context.Context, a *ownership.App
 func TestSchemaFetchHangingForOneGroupVersionBlocksNoOtherKind(t *testing.T) {
 	f := setup(t)
 	p := newHangingProxy(t, "/openapi/v3/apis/apps/v1")
-	a := &ownership.Applier{Client: f.c, Scheme: env.Scheme, FieldManager: manager, Schemas: p.schemas(t, time.Hour)}
+	a := &ownership.Applier{Client: f.c, APIReader: f.reader, Scheme: env.Scheme, FieldManager: manager, Schemas: p.schemas(t, time.Hour)}
 
 	dep := f.applyAsync(t, f.ctx, a, deployment("nginx:1.27", map[string]string{"app": "web"}))
 	wait(t, f.ctx, p.held, "the Deployment's apply fetching the apps/v1 document")
@@ -147,7 +147,7 @@ func TestSchemaFetchHangingForOneGroupVersionBlocksNoOtherKind(t *testing.T) {
 func TestSchemaFetchReturnsWhenTheContextEnds(t *testing.T) {
 	f := setup(t)
 	p := newHangingProxy(t, "/openapi/v3/apis/apps/v1")
-	a := &ownership.Applier{Client: f.c, Scheme: env.Scheme, FieldManager: manager, Schemas: p.schemas(t, time.Hour)}
+	a := &ownership.Applier{Client: f.c, APIReader: f.reader, Scheme: env.Scheme, FieldManager: manager, Schemas: p.schemas(t, time.Hour)}
 
 	ctx, cancel := context.WithCancel(f.ctx)
 	dep := f.applyAsync(t, ctx, a, deployment("nginx:1.27", map[string]string{"app": "web"}))
@@ -175,7 +175,7 @@ func TestSchemaFetchDeadline(t *testing.T) {
 	f := setup(t)
 	const timeout = 200 * time.Millisecond
 	p := newHangingProxy(t, "/openapi/v3")
-	a := &ownership.Applier{Client: f.c, Scheme: env.Scheme, FieldManager: manager, Schemas: p.schemas(t, timeout)}
+	a := &ownership.Applier{Client: f.c, APIReader: f.reader, Scheme: env.Scheme, FieldManager: manager, Schemas: p.schemas(t, timeout)}
 
 	got := wait(t, f.ctx, f.applyAsync(t, f.ctx, a, deployment("nginx:1.27", map[string]string{"app": "web"})), "the Deployment's apply")
 	require.NoError(t, got.err)
