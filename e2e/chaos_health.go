@@ -55,11 +55,19 @@ func verifyClusterHealth(ctx context.Context, cfg *envconf.Config) error {
 	}
 	pods := cs.CoreV1().Pods(ns)
 	for _, name := range []string{"deleted", "left-to-the-namespace"} {
-		if _, err := pods.Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.example.com/probe:v1"}}},
-		}, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating pod %s/%s: %w", ns, name, err)
+		// Retried: the namespace's default ServiceAccount, which
+		// admission requires, is the controller manager's to create.
+		if err := pollState(ctx, fmt.Sprintf("pod %s/%s created", ns, name), func(ctx context.Context) (bool, string, error) {
+			_, err := pods.Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.example.com/probe:v1"}}},
+			}, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return false, "", err
+			}
+			return true, "created", nil
+		}); err != nil {
+			return err
 		}
 		if err := pollState(ctx, fmt.Sprintf("pod %s/%s scheduled and Running", ns, name), func(ctx context.Context) (bool, string, error) {
 			p, err := pods.Get(ctx, name, metav1.GetOptions{})
