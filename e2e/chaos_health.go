@@ -125,11 +125,10 @@ func pollState(ctx context.Context, what string, check func(context.Context) (bo
 			return false, nil // cut off by the deadline: keep the last real answer
 		}
 		last = err
-		if err != nil {
-			return false, nil
+		if err == nil {
+			state = st
 		}
-		state = st
-		return done, nil
+		return done && err == nil, nil
 	})
 	if err != nil {
 		return fmt.Errorf("%s: not within %v: %w\n  last state: %s\n  last error: %v", what, healthTimeout, err, state, last)

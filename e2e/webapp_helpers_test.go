@@ -106,14 +106,13 @@ func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what s
 			return false, nil
 		}
 		last = err
-		if err != nil {
-			return false, nil
+		if err == nil {
+			if trace && st != state {
+				t.Logf("%s: after %v: %s", what, time.Since(start).Round(10*time.Millisecond), st)
+			}
+			state, stateAt = st, time.Now()
 		}
-		if trace && st != state {
-			t.Logf("%s: after %v: %s", what, time.Since(start).Round(10*time.Millisecond), st)
-		}
-		state, stateAt = st, time.Now()
-		return done, nil
+		return done && err == nil, nil
 	}, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollInterval), wait.WithImmediate())
 	if err != nil {
 		age := "never"
