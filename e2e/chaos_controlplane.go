@@ -198,3 +198,12 @@ func (c *controlPlaneComponent) start(spec processSpec) error {
 	}
 	return nil
 }
+
+// restart kills the component and starts it again as it was.
+func (c *controlPlaneComponent) restart(ctx context.Context) error {
+	spec, err := c.kill(ctx)
+	if err != nil {
+		return err
+	}
+	return c.start(spec)
+}

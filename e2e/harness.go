@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/e2e-framework/klient"
+	"sigs.k8s.io/e2e-framework/klient/conf"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
@@ -372,7 +373,16 @@ func (h *Harness) doSetup(ctx context.Context, cfg *envconf.Config) (context.Con
 	h.kubeconfig, h.kubectl = kubeconfig, kubectl
 	h.mu.Unlock()
 
-	client, err := klient.NewWithKubeConfigFile(kubeconfig)
+	restConfig, err := conf.New(kubeconfig)
+	if err != nil {
+		return ctx, fmt.Errorf("client for %s: %w", kubeconfig, err)
+	}
+	// The suite's client is shared by every feature, its waits and its
+	// workloads: client-go's default 5 QPS made waits fail on the client's
+	// own rate limiter ("would exceed context deadline") rather than
+	// report what the cluster was doing.
+	restConfig.QPS, restConfig.Burst = clientQPS, clientBurst
+	client, err := klient.New(restConfig)
 	if err != nil {
 		return ctx, fmt.Errorf("client for %s: %w", kubeconfig, err)
 	}
@@ -388,6 +398,12 @@ func (h *Harness) doSetup(ctx context.Context, cfg *envconf.Config) (context.Con
 	}
 	return ctx, nil
 }
+
+// The suite's client rate limits (client-go's defaults are 5 and 10).
+const (
+	clientQPS   = 100
+	clientBurst = 200
+)
 
 // kubectlPath prefers the pinned kubectl over one on PATH.
 func (h *Harness) kubectlPath() (string, error) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/reconcilekit/reconcilekit/internal/prereq"
 )
 
 func TestOptionsComplete(t *testing.T) {
@@ -92,7 +94,7 @@ func TestSplitImage(t *testing.T) {
 func TestImageOverlay(t *testing.T) {
 	bin := os.Getenv("TOOLS_BIN")
 	if bin == "" {
-		t.Skip("needs the pinned kubectl: set TOOLS_BIN")
+		prereq.Missing(t, "needs the pinned kubectl: set TOOLS_BIN (make test-e2e sets it from hack/tools.sh)")
 	}
 	root, err := findRepoRoot()
 	require.NoError(t, err)

@@ -39,10 +39,10 @@ type prometheusTarget struct {
 }
 
 // prometheusBinary returns the prometheus server from hack/prometheus.sh,
-// which installs the package when it is missing. skip is set, with why,
-// when it cannot be installed (no Debian mirror): the only case the
-// assessment may skip.
-func prometheusBinary(ctx context.Context, repoRoot string) (bin, skip string, err error) {
+// which installs the package when it is missing. missing is set, with why,
+// when it cannot be installed (no Debian mirror, no root): the caller passes
+// it to prereq.Missing, which skips outside CI and fails under CI=true.
+func prometheusBinary(ctx context.Context, repoRoot string) (bin, missing string, err error) {
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot, "hack", "prometheus.sh"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

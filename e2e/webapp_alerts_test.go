@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 	"sigs.k8s.io/yaml"
 
+	"github.com/reconcilekit/reconcilekit/internal/prereq"
+
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
 )
 
@@ -61,12 +63,12 @@ func TestOperatorAlerts(t *testing.T) {
 	f := features.New("alerts: a real Prometheus scrapes the operator; WebAppStalled fires and resolves").
 		WithLabel("area", "observability").
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			bin, skip, err := prometheusBinary(ctx, harness.opts.RepoRoot)
+			bin, missing, err := prometheusBinary(ctx, harness.opts.RepoRoot)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if skip != "" {
-				t.Skip(skip)
+			if missing != "" {
+				prereq.Missing(t, "%s", missing)
 			}
 			ns := Namespace(ctx, t)
 			dir := t.TempDir()

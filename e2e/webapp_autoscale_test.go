@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -180,17 +181,25 @@ func TestWebAppAutoscale(t *testing.T) {
 	testenv.Test(t, f)
 }
 
-// requireMetricsAPI skips t unless the cluster serves the metrics API and
-// kwok's ClusterResourceUsage: the kwok provider's cluster does, kind and
-// existing clusters need not.
+// requireMetricsAPI skips t unless the cluster is one the suite runs
+// metrics-server and kwok's ClusterResourceUsage on: the kwok provider's,
+// unless KWOK_METRICS_SERVER (other than 1) turned it off (a provider switch; kind and
+// existing clusters need not serve them). On that cluster a missing metrics
+// API or CRD fails t: hack/cluster.sh waited for both before the suite began.
 func requireMetricsAPI(ctx context.Context, t *testing.T) {
 	t.Helper()
+	// localCluster sets KWOK_METRICS_SERVER=1 when it is empty;
+	// hack/cluster.sh runs metrics-server only for 1.
+	if ms := os.Getenv("KWOK_METRICS_SERVER"); harness.opts.Provider != ProviderKwok || (ms != "" && ms != "1") {
+		t.Skipf("needs the metrics API (metrics-server) and kwok's emulated CPU usage, which only the kwok provider's cluster runs (E2E_PROVIDER=kwok, KWOK_METRICS_SERVER unset or 1); here provider %s, KWOK_METRICS_SERVER=%q",
+			harness.opts.Provider, ms)
+	}
 	out, err := harness.Kubectl(ctx, "get", "apiservice", "v1beta1.metrics.k8s.io", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
 	if err != nil || out != "True" {
-		t.Skipf("needs the metrics API (metrics-server) and kwok's emulated CPU usage: E2E_PROVIDER=kwok, whose cluster runs them (hack/cluster.sh with KWOK_METRICS_SERVER=1); provider %s: APIService v1beta1.metrics.k8s.io Available=%q %v", harness.opts.Provider, out, err)
+		t.Fatalf("the kwok provider's cluster runs metrics-server (hack/cluster.sh with KWOK_METRICS_SERVER=1), but APIService v1beta1.metrics.k8s.io is Available=%q: %v", out, err)
 	}
 	if _, err := harness.Kubectl(ctx, "get", "crd", "clusterresourceusages.kwok.x-k8s.io"); err != nil {
-		t.Skipf("needs kwok's ClusterResourceUsage CRD to emulate CPU usage (E2E_PROVIDER=kwok with KWOK_METRICS_SERVER=1): %v", err)
+		t.Fatalf("the kwok provider's cluster enables kwok's ClusterResourceUsage CRD (hack/cluster.sh with KWOK_METRICS_SERVER=1), but it is missing: %v", err)
 	}
 }
 

@@ -79,12 +79,17 @@ const (
 // eventually polls check until it reports done, and fails t after timeout
 // with what and the last state check described, so a failure says how far
 // things got. Errors from check are remembered and retried (objects that do
-// not exist yet are the normal case). With E2E_TRACE set, every change of
-// state is logged with the time it took to get there.
+// not exist yet are the normal case); a poll that fails keeps the state the
+// last successful one saw, so the failure reports both the last real state
+// (and how old it is) and the last error. With E2E_TRACE set, every change
+// of state is logged with the time it took to get there.
 func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) (done bool, state string, err error)) {
 	t.Helper()
-	var state string
-	var last error
+	var (
+		state   = "(no poll succeeded)"
+		stateAt time.Time
+		last    error
+	)
 	start := time.Now()
 	defer func() {
 		// Not an assertion: a hint where a slow run spends its time.
@@ -94,21 +99,27 @@ func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what s
 	}()
 	trace := os.Getenv("E2E_TRACE") != ""
 	err := wait.For(func(ctx context.Context) (bool, error) {
-		prev := state
 		done, st, err := check(ctx)
 		if ctx.Err() != nil && !done {
 			// Cut off by the deadline: keep the last real state and error
 			// for the failure message.
 			return false, nil
 		}
-		state, last = st, err
-		if trace && state != prev {
-			t.Logf("%s: after %v: %s", what, time.Since(start).Round(10*time.Millisecond), state)
+		last = err
+		if err == nil {
+			if trace && st != state {
+				t.Logf("%s: after %v: %s", what, time.Since(start).Round(10*time.Millisecond), st)
+			}
+			state, stateAt = st, time.Now()
 		}
-		return done && last == nil, nil
+		return done && err == nil, nil
 	}, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollInterval), wait.WithImmediate())
 	if err != nil {
-		t.Fatalf("%s: not within %v: %v\n  last state: %s\n  last error: %v", what, timeout, err, state, last)
+		age := "never"
+		if !stateAt.IsZero() {
+			age = time.Since(stateAt).Round(100*time.Millisecond).String() + " before the deadline"
+		}
+		t.Fatalf("%s: not within %v: %v\n  last state (seen %s): %s\n  last error: %v", what, timeout, err, age, state, last)
 	}
 }
 

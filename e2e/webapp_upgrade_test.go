@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -43,8 +44,11 @@ type upgradeKey struct{}
 // CRD's status.storedVersions trimmed to [v2].
 //
 // Process mode only: the feature replaces the CRD, which deletes every
-// WebApp in the cluster, so it first waits until earlier features' WebApps
-// are gone; features run one at a time. Before the upgrade no operator runs
+// WebApp in the cluster. It does not wait for earlier features' namespaces
+// to be deleted (that depends on their pods, hence on the control plane
+// those features left behind): it deletes the CRD itself while the
+// operator still runs, which deletes and finalizes every WebApp left,
+// whatever its namespace is doing. Before the upgrade no operator runs
 // and no admission webhook is installed (the new operator cannot start
 // without v2, and the old one is not built here), so the v1 WebApps say
 // every field the old webhook would have defaulted. Its Teardown puts the
@@ -65,19 +69,12 @@ func TestWebAppUpgrade(t *testing.T) {
 				t.Skip("replaces the CRD and restarts the operator: process mode only")
 			}
 			c := cfg.Client().Resources().GetControllerRuntimeClient()
-			// Deleting the CRD deletes every WebApp: wait, with the
-			// operator running (their finalizer), for earlier features'
-			// WebApps to go with their namespaces.
-			eventually(ctx, t, convergeTimeout, "no WebApp left in the cluster", func(ctx context.Context) (bool, string, error) {
-				var list webappv2.WebAppList
-				if err := c.List(ctx, &list); err != nil {
-					return false, "", err
-				}
-				names := make([]string, 0, len(list.Items))
-				for _, w := range list.Items {
-					names = append(names, w.Namespace+"/"+w.Name)
-				}
-				return len(names) == 0, fmt.Sprint(names), nil
+			// Deleting the CRD deletes every WebApp in the cluster, other
+			// features' leftovers too; the operator still runs, so their
+			// finalizer is removed as the CRD's deletion deletes them.
+			harness.MustKubectl(ctx, t, "delete", "crd", webappCRD, "--wait=false")
+			eventually(ctx, t, convergeTimeout, "CRD "+webappCRD+" deleted with every WebApp", func(ctx context.Context) (bool, string, error) {
+				return crdGone(ctx, c)
 			})
 
 			// Before the upgrade: the old CRD, and no operator: the new
@@ -89,7 +86,6 @@ func TestWebAppUpgrade(t *testing.T) {
 			}
 			harness.MustKubectl(ctx, t, "delete", "mutatingwebhookconfiguration", "webapp-mutating-webhook-configuration", "--ignore-not-found")
 			harness.MustKubectl(ctx, t, "delete", "validatingwebhookconfiguration", "webapp-validating-webhook-configuration", "--ignore-not-found")
-			harness.MustKubectl(ctx, t, "delete", "crd", webappCRD, "--wait=true", "--timeout=60s")
 			harness.MustKubectl(ctx, t, "apply", "--server-side", "-f", oldCRD)
 			harness.MustKubectl(ctx, t, "wait", "--for=condition=Established", "crd/"+webappCRD, "--timeout=60s")
 
@@ -240,6 +236,29 @@ func TestWebAppUpgrade(t *testing.T) {
 		}).
 		Feature()
 	testenv.Test(t, f)
+}
+
+// crdGone reports whether the WebApp CRD is gone and, while it is not,
+// which WebApps are left and why (their deletion timestamp and finalizers).
+func crdGone(ctx context.Context, c client.Client) (bool, string, error) {
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	if err := c.Get(ctx, client.ObjectKey{Name: webappCRD}, crd); apierrors.IsNotFound(err) {
+		return true, "CRD gone", nil
+	} else if err != nil {
+		return false, "", err
+	}
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(webappv2.GroupVersion.WithKind("WebAppList"))
+	if err := c.List(ctx, &list); err != nil {
+		return false, "", fmt.Errorf("CRD still there (deletionTimestamp %v), listing its WebApps: %w", crd.GetDeletionTimestamp(), err)
+	}
+	left := make([]string, 0, len(list.Items))
+	for _, w := range list.Items {
+		left = append(left, fmt.Sprintf("%s/%s (deleted %v, finalizers %v)", w.Namespace, w.Name, w.DeletionTimestamp, w.Finalizers))
+	}
+	return false, fmt.Sprintf("CRD still there (deletionTimestamp %v), %d WebApps left: %v", crd.GetDeletionTimestamp(), len(left), left), nil
 }
 
 // storedVersions reads the WebApp CRD's status.storedVersions.

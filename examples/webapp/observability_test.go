@@ -17,11 +17,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/reconcilekit/reconcilekit/internal/prereq"
 )
 
 // promtool finds promtool, installing Debian's prometheus package through
-// hack/prometheus.sh when it is missing; it skips only when apt cannot
-// install it (exit status 3), saying so.
+// hack/prometheus.sh when it is missing. When apt cannot install it (exit
+// status 3) the test skips, saying so, or fails under CI=true
+// (prereq.Missing).
 func promtool(t *testing.T) string {
 	t.Helper()
 	if p, err := exec.LookPath("promtool"); err == nil {
@@ -33,7 +36,7 @@ func promtool(t *testing.T) string {
 	out, err := cmd.Output()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.ExitCode() == 3 {
-		t.Skipf("promtool is not installed and hack/prometheus.sh cannot install it: %s", strings.TrimSpace(stderr.String()))
+		prereq.Missing(t, "promtool is not installed and hack/prometheus.sh cannot install it: %s", strings.TrimSpace(stderr.String()))
 	}
 	require.NoError(t, err, "hack/prometheus.sh: %s", stderr.String())
 	return filepath.Join(strings.TrimSpace(lastLine(string(out))), "promtool")

@@ -31,8 +31,12 @@ import (
 // label (controller.CacheOptions), and the database watch's metadata-only
 // cache keeps each Service's name, namespace, UID and version. The heap is
 // read after a GC with the caches synced, minus the heap before they
-// started. WEBAPP_MEMORY_SERVICES sets the number of unrelated Services
-// (default 1000; the figures in the docs are from 5000).
+// started, in signed arithmetic: a heap that shrank reads as a negative
+// growth, never as an unsigned wrap-around that would pass or fail the
+// comparison by accident. The "before" figure must be at least
+// minServiceBytes a Service, so a measurement that did not see the
+// caches cannot pass. WEBAPP_MEMORY_SERVICES sets the number of unrelated
+// Services (default 1000; the figures in the docs are from 5000).
 func TestServiceCacheMemory(t *testing.T) {
 	testenv.Require(t)
 	n := 1000
@@ -55,7 +59,7 @@ func TestServiceCacheMemory(t *testing.T) {
 	}
 	// heapGrowth starts the caches, waits until each holds want Services
 	// of ns, and returns how much the live heap grew.
-	heapGrowth := func(caches ...watched) uint64 {
+	heapGrowth := func(caches ...watched) int64 {
 		base := liveHeap()
 		runCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -71,7 +75,7 @@ func TestServiceCacheMemory(t *testing.T) {
 				return w.cache.List(ctx, list, client.InNamespace(ns)) == nil && metaLen(list) == w.want
 			}, 60*time.Second, 100*time.Millisecond)
 		}
-		grown := liveHeap() - base
+		grown := liveHeap() - base // signed: it may shrink
 		runtime.KeepAlive(caches)
 		return grown
 	}
@@ -93,7 +97,10 @@ func TestServiceCacheMemory(t *testing.T) {
 	now := heapGrowth(watched{typed, services, 0}, watched{databases.Cache, metadata, n})
 
 	t.Logf("%d unrelated Services: caches grew %d KiB before (%d bytes a Service), %d KiB after (%d bytes a Service): %.1f%%",
-		n, old>>10, old/uint64(n), now>>10, now/uint64(n), 100*float64(now)/float64(old))
+		n, old>>10, old/int64(n), now>>10, now/int64(n), 100*float64(now)/float64(old))
+	require.GreaterOrEqual(t, old, minServiceBytes*int64(n),
+		"the typed cache of every Service grew the heap by less than %d bytes a Service: the measurement did not see it", minServiceBytes)
+	require.Positive(t, now, "the metadata-only cache of every Service did not grow the heap: the measurement did not see it")
 	assert.Less(t, now, old/3, "unrelated Services cost the caches less than a third of what they did")
 }
 
@@ -149,12 +156,18 @@ func metaLen(l client.ObjectList) int {
 	return -1
 }
 
-// liveHeap is the heap in use after a full collection.
-func liveHeap() uint64 {
+// minServiceBytes is a floor on what a typed Service in an informer's store
+// costs the heap (about 1,900 bytes measured): its ObjectMeta, spec and
+// ports alone are larger.
+const minServiceBytes = 512
+
+// liveHeap is the heap in use after a full collection, signed so that
+// readings subtract without wrapping.
+func liveHeap() int64 {
 	var m runtime.MemStats
 	for range 2 {
 		runtime.GC()
 	}
 	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
+	return int64(m.HeapAlloc) //nolint:gosec // a heap is far below 2^63 bytes
 }
