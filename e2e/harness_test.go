@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,4 +107,21 @@ func TestImageOverlay(t *testing.T) {
 	assert.Contains(t, string(out), "image: localhost:5000/webapp-operator:e2e")
 	assert.NotContains(t, string(out), deployedImage)
 	assert.Contains(t, string(out), "name: webapp-controller-manager")
+}
+
+// The ports of processes the suite restarts are outside the kernel's
+// ephemeral range, so no outgoing connection can take one while its process
+// is stopped (with :0 the kernel picked from that range).
+func TestFreePortIsOutsideTheEphemeralRange(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	require.NoError(t, err)
+	var low, high int
+	_, err = fmt.Sscan(string(b), &low, &high)
+	require.NoError(t, err)
+	for range 50 {
+		port, err := freePort()
+		require.NoError(t, err)
+		assert.False(t, port >= low && port <= high, "port %d is in the ephemeral range [%d, %d]", port, low, high)
+		assert.Less(t, port, 32000, "port %d is in the range kwokctl takes its ports from (downwards from 32767)", port)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -272,14 +273,29 @@ func operatorEnv() []string {
 	return out
 }
 
-// freePort asks the kernel for a free port on 127.0.0.1.
+// Ports for the processes the suite stops and starts again on the same
+// port (operators, Prometheus) come from [fixedPortMin, fixedPortMax): below
+// the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 and up by
+// default), from which every outgoing connection on this machine takes its
+// source port, so that none can hold the port while its process is stopped
+// (a restart in chaos 5 failed with "address already in use" on a port the
+// kernel had handed out with :0); and below kwokctl's ports, which it takes
+// downwards from 32767.
+const (
+	fixedPortMin = 20000
+	fixedPortMax = 30000
+)
+
+// freePort returns a port on 127.0.0.1 that is free now, from
+// [fixedPortMin, fixedPortMax).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for range 200 {
+		port := fixedPortMin + rand.IntN(fixedPortMax-fixedPortMin)
+		if portFree(port) == nil {
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port on 127.0.0.1 in [%d, %d) after 200 tries", fixedPortMin, fixedPortMax)
 }
 
 // portFree fails when something already listens on 127.0.0.1:port.
