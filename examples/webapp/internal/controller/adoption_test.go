@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler"
 
 	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
@@ -25,6 +26,7 @@ import (
 // would then delete the Service: the WebApp stalls, naming the Service,
 // and the Service is untouched.
 func TestServiceOfTheSameNameIsNotTakenOver(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	theirs := &corev1.Service{
