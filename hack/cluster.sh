@@ -218,7 +218,8 @@ start_cluster() {
 	wait_node_ready
 }
 
-# wait_node_ready waits up to $wait_for for every node to be Ready, and
+# wait_node_ready waits up to $wait_for for every node to be Ready (and,
+# with metrics-server, its APIService to be Available), and
 # returns early (2) when a process of the cluster listed in $workdir/pids has
 # exited, showing the end of its log.
 wait_node_ready() {
@@ -226,7 +227,13 @@ wait_node_ready() {
 	[[ "$wait_for" == *m ]] && timeout=$((${wait_for%m} * 60))
 	local deadline=$((SECONDS + timeout))
 	while ((SECONDS < deadline)); do
-		if [[ "$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}' 2>/dev/null)" =~ ^(True )+$ ]]; then
+		# With metrics-server, also its APIService: it can exit at start
+		# when the apiserver is not serving yet (seen under load:
+		# "unable to load configmap based request-header-client-ca-file …
+		# connection refused"), after the node is already Ready, and
+		# kwokctl does not restart it; the check below then sees it gone.
+		if [[ "$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}' 2>/dev/null)" =~ ^(True )+$ ]] &&
+			{ ! metrics_server || [[ "$(kubectl get apiservice v1beta1.metrics.k8s.io -o jsonpath='{.status.conditions[?(@.type=="Available")].status}' 2>/dev/null)" == True ]]; }; then
 			kubectl get nodes >&2
 			return 0
 		fi
