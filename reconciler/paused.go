@@ -11,6 +11,18 @@ import (
 	"github.com/reconcilekit/reconcilekit/conditions"
 )
 
+// PausedAnnotation on an object stops the reconciler from touching it: no
+// steps, no finalizer changes, no cleanup, only the Paused condition (written
+// once). Remove the annotation to resume. Use it to take an object out of an
+// operator's hands during an incident or a manual migration. That holds for
+// its deletion too: a paused object that is being deleted keeps the
+// finalizers this reconciler would remove, and Paused says so (reason
+// [ReasonDeletionPaused], with one Warning event).
+const PausedAnnotation = "reconcilekit.io/paused"
+
+// Paused is the condition type that says an object is paused.
+const Paused = "Paused"
+
 // ReasonDeletionPaused is the reason of the Paused condition, and of a
 // Warning event, when a paused object is being deleted and a finalizer this
 // reconciler removes still holds it: cleanup does not run while the object

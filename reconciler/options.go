@@ -1,0 +1,166 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/ownership"
+)
+
+// Object is what the reconciler works on: a Kubernetes object whose status
+// holds conditions. Generate DeepCopy with controller-gen as usual and add
+// GetConditions/SetConditions over Status.Conditions.
+type Object interface {
+	client.Object
+	conditions.Setter
+}
+
+// Step is one phase of a reconcile pass.
+type Step[T Object] struct {
+	// Name appears in logs ("step"), metrics ("step" label) and error
+	// messages. Required, unique within a reconciler.
+	Name string
+	// Condition, if set, is the condition type this step owns: True when the
+	// step continues, False with the step's reason when it waits or fails.
+	// Owned conditions are Ready's dependents unless Options.Ready says
+	// otherwise.
+	Condition string
+	// Run does the step's work on s.Object, a private deep copy. It may
+	// change s.Object's status only: a change to spec or metadata (which
+	// would never be written) stalls the pass with ReasonInvalidStep. It
+	// must be idempotent: it runs on every pass.
+	Run func(ctx context.Context, s *Scope[T]) Outcome
+}
+
+// Options configure a [Reconciler].
+type Options[T Object] struct {
+	// Name names the controller in logs, metrics, events (reporting
+	// controller) and, unless FieldManager is set, the server-side apply
+	// field manager. Required; a Kubernetes qualified name.
+	Name string
+	// Steps run in order on every pass over a live object.
+	Steps []Step[T]
+	// Ready lists the conditions Ready depends on, in the order a user
+	// should fix them. Default: every step's Condition, in step order.
+	// Whatever it lists, a pass that a step stopped is not Ready: a step
+	// that must not hold Ready back returns ContinueWith, not Wait or Error.
+	Ready []string
+	// Finalizer names the finalizer that guards Cleanup (for example
+	// "apps.example.com/cleanup"). Required when Cleanup is set, and an
+	// error without it: a release that drops Cleanup lists its finalizer in
+	// RetiredFinalizers instead.
+	Finalizer string
+	// RetiredFinalizers names finalizers that earlier releases of the
+	// operator added and this one no longer uses (Cleanup dropped, or
+	// Finalizer renamed). The reconciler removes them with the same locked
+	// patch as its own: from a deleting object at once, so its deletion
+	// completes, and from a live object on its next pass (one write, once),
+	// so that uninstalling the operator later cannot strand it. Each must
+	// be a qualified name other than Finalizer. See docs/finalizer.md.
+	RetiredFinalizers []string
+	// Cleanup steps run, in order, when the object is being deleted, with
+	// the same Scope, counted client, logging, metrics and panic handling as
+	// Steps; the finalizer is removed once all of them continue in one
+	// pass. They own no condition (Condition must be empty): while cleanup
+	// is stopped, Ready=False says why. Each must be idempotent: every pass
+	// starts again from the first, also after a crash between a step's
+	// success and the finalizer's removal.
+	Cleanup []Step[T]
+	// CleanupDeadline, if set, makes stuck cleanup warn (CleanupOverdue) on
+	// every pass once the object has been deleting for this long.
+	CleanupDeadline time.Duration
+	// RemoveFinalizerAfterDeadline removes the finalizer once
+	// CleanupDeadline has passed although cleanup has not succeeded
+	// (FinalizerForceRemoved). It is an explicit policy choice: it unblocks
+	// deletion (of a namespace, say) at the price of leaking what the
+	// failing step manages.
+	RemoveFinalizerAfterDeadline bool
+	// Summarize, if set, runs at the end of every pass over a live object,
+	// after Ready, Reconciling and Stalled are computed, whatever the steps
+	// returned. Use it to derive convenience status fields (a ready flag, a
+	// one-line message) from the conditions, so they can never disagree.
+	Summarize func(obj T)
+
+	// Client, APIReader, Scheme and Recorder default to the manager's.
+	// Set Client to a reconcilertest.Client in tests.
+	Client    client.Client
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	// FieldManager is the server-side apply field manager for owned
+	// objects. Default: Name.
+	FieldManager string
+	// Schemas finds the schemas of owned custom resources for Scope.Apply
+	// (built-in kinds never need it). Default: read from the manager's API
+	// server, on first use.
+	Schemas *ownership.Schemas
+}
+
+// validateReady checks the conditions at New rather than on every pass:
+// each condition has one owning step, and Ready depends only on conditions
+// a step owns (anything else would never be set, so Ready would never be
+// True) and never on itself or the kstatus conditions.
+func validateReady[T Object](opts Options[T], ready []string) error {
+	var errs []error
+	owner := map[string]string{}
+	for i, s := range opts.Steps {
+		if s.Condition == "" {
+			continue
+		}
+		if prev, dup := owner[s.Condition]; dup {
+			errs = append(errs, fmt.Errorf("reconciler: Options.Steps[%d].Condition %q is already owned by step %q", i, s.Condition, prev))
+		}
+		owner[s.Condition] = s.Name
+	}
+	for i, c := range ready {
+		switch {
+		case c == conditions.Ready || c == conditions.Reconciling || c == conditions.Stalled:
+			errs = append(errs, fmt.Errorf("reconciler: Options.Ready[%d]: %q cannot be a dependent of Ready", i, c))
+		case owner[c] == "":
+			errs = append(errs, fmt.Errorf("reconciler: Options.Ready[%d]: no step owns condition %q", i, c))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validate[T Object](opts Options[T]) error {
+	var errs []error
+	if opts.Name == "" {
+		errs = append(errs, errors.New("reconciler: Options.Name is required"))
+	}
+	if opts.Client == nil || opts.APIReader == nil || opts.Scheme == nil {
+		errs = append(errs, errors.New("reconciler: Options.Client, APIReader and Scheme are required (or pass a manager)"))
+	}
+	// Step names are one namespace: they label the same metrics and logs.
+	seen := map[string]bool{}
+	for _, l := range []struct {
+		list  string
+		steps []Step[T]
+	}{{"Steps", opts.Steps}, {"Cleanup", opts.Cleanup}} {
+		list := l.list
+		for i, s := range l.steps {
+			switch {
+			case s.Name == "":
+				errs = append(errs, fmt.Errorf("reconciler: Options.%s[%d].Name is required", list, i))
+			case seen[s.Name]:
+				errs = append(errs, fmt.Errorf("reconciler: Options.%s[%d].Name %q is not unique", list, i, s.Name))
+			}
+			seen[s.Name] = true
+			if s.Run == nil {
+				errs = append(errs, fmt.Errorf("reconciler: Options.%s[%d].Run (%q) is nil", list, i, s.Name))
+			}
+			if list == "Cleanup" && s.Condition != "" {
+				errs = append(errs, fmt.Errorf("reconciler: Options.Cleanup[%d].Condition: cleanup steps own no condition (Ready says why cleanup is stopped)", i))
+			}
+		}
+	}
+	errs = append(errs, validateFinalizers(opts)...)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,49 @@
+package reconciler
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reconcilekit/reconcilekit/ownership"
+)
+
+// Scope is what a step works with during one pass.
+type Scope[T Object] struct {
+	// Object is this pass's private deep copy of the object. Steps change
+	// its status; the reconciler writes it once at the end of the pass.
+	Object T
+	// Client counts its mutating requests into the
+	// reconcilekit_mutating_requests_per_reconcile metric. Reads may be
+	// served by the manager's cache, with this pass's own writes laid over
+	// it: a Get or List after a write in the same pass returns the written
+	// copy when it is newer than the cached one, so a later step never
+	// judges an object by a version older than the one this pass applied.
+	// Across passes the cache is the source (every write is followed by a
+	// watch event, hence by another pass); writes through other clients
+	// and deletions are not tracked.
+	Client client.Client
+	// Recorder emits events as the controller.
+	Recorder events.EventRecorder
+
+	applier *ownership.Applier
+}
+
+// Apply applies desired, an apply configuration such as
+// appsv1ac.Deployment(name, namespace), as an object owned (controlled) by
+// s.Object with server-side apply, writing nothing when the live object
+// already matches. Later reads through s.Client in this pass return what
+// it wrote. See ownership.Applier.Apply. A step that returns its
+// *ownership.AdoptionRefusedError as Error stalls the pass (Terminal, reason
+// ReasonAdoptionRefused): no retry makes the object adoptable.
+func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration, opts ...ownership.Option) (ownership.Operation, error) {
+	return s.applier.Apply(ctx, s.Object, desired, opts...)
+}
+
+// Prune deletes the objects of list's type controlled by s.Object whose
+// names are not in keep. See ownership.Applier.Prune.
+func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...string) ([]string, error) {
+	return s.applier.Prune(ctx, s.Object, list, keep...)
+}
