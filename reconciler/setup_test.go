@@ -146,7 +146,7 @@ func newWith[T reconciler.Object]() error {
 
 type conditionsHolder struct{ conds []metav1.Condition }
 
-func (h *conditionsHolder) GetConditions() []metav1.Condition     { return h.conds }
+func (h *conditionsHolder) GetConditions() []metav1.Condition      { return h.conds }
 func (h *conditionsHolder) SetConditions(conds []metav1.Condition) { h.conds = conds }
 
 type pointerGeneration struct {
