@@ -27,8 +27,8 @@ type comparedPair struct {
 
 var comparedPairs = []comparedPair{
 	{
-		row: "WebApp",
-		kit: []string{"../examples/webapp/internal/controller/webapp.go", "../examples/webapp/internal/controller/caches.go"},
+		row:   "WebApp",
+		kit:   []string{"../examples/webapp/internal/controller/webapp.go", "../examples/webapp/internal/controller/caches.go"},
 		plain: []string{"../bench/idiomatic/idiomatic.go"},
 		// The route registry (registry.go on the kit's side) and the
 		// process wiring (the kit's is main.go).
