@@ -38,7 +38,7 @@ func applyConfigStep(opts ...ownership.Option) widgetStep {
 // stalls (no retry makes it adoptable), naming the object, and writes
 // nothing to it.
 func TestRefusedAdoptionStallsNamingTheObject(t *testing.T) {
-	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{applyConfigStep()}})
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}}, Steps: []widgetStep{applyConfigStep()}})
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-config", Namespace: f.req.Namespace},
 		Data: map[string]string{"k": "theirs"}}
 	require.NoError(t, env.Client.Create(f.ctx, theirs))
@@ -69,7 +69,7 @@ func TestRefusedAdoptionStallsNamingTheObject(t *testing.T) {
 
 // With ownership.Adopt the step takes the same ConfigMap over.
 func TestAdoptOptionAdoptsThroughScope(t *testing.T) {
-	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{applyConfigStep(ownership.Adopt())}})
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}}, Steps: []widgetStep{applyConfigStep(ownership.Adopt())}})
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-config", Namespace: f.req.Namespace},
 		Data: map[string]string{"k": "theirs"}}
 	require.NoError(t, env.Client.Create(f.ctx, theirs))
@@ -90,7 +90,7 @@ func TestAdoptOptionAdoptsThroughScope(t *testing.T) {
 // incarnation of the same owner whose objects the garbage collector is
 // still deleting.
 func TestForeignControllerIsRetried(t *testing.T) {
-	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{applyConfigStep()}})
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}}, Steps: []widgetStep{applyConfigStep()}})
 	other := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: f.req.Namespace}}
 	require.NoError(t, env.Client.Create(f.ctx, other))
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-config", Namespace: f.req.Namespace,

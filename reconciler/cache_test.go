@@ -126,7 +126,7 @@ func TestPassReadsItsOwnWrites(t *testing.T) {
 	var fc frozenCache
 	var got, listed string
 	var byOldLabel int
-	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}},
 		Steps: []widgetStep{
 			{Name: "apply", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 				cm := corev1ac.ConfigMap("cfg", s.Object.Namespace).
@@ -179,28 +179,44 @@ func TestPassReadsItsOwnWrites(t *testing.T) {
 
 // TestRolloutIsJudgedOnTheAppliedGeneration replays the Ready-before-rollout
 // race deterministically: the Deployment in the cache is the previous
-// generation, fully rolled out; the pass applies a new generation and the
-// rollout step reads the Deployment back. Ready must not be True.
+// generation, fully rolled out; the pass applies a new generation and reads
+// the Deployment back, by hand (Apply, Get, Rollout) or with ApplyAndWait.
+// Ready must not be True.
 func TestRolloutIsJudgedOnTheAppliedGeneration(t *testing.T) {
+	var image string
+	var live appsv1.Deployment
+	byHand := []widgetStep{
+		{Name: "deployment", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+			if _, err := s.Apply(ctx, testDeployment(s.Object, image)); err != nil {
+				return reconciler.Error(err)
+			}
+			return reconciler.Continue()
+		}},
+		{Name: "rollout", Condition: "Available", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+			live = appsv1.Deployment{}
+			if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &live); err != nil {
+				return reconciler.Error(err)
+			}
+			return s.Rollout(&live)
+		}},
+	}
+	applyAndWait := []widgetStep{
+		{Name: "deployment", Condition: "Available", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+			live = appsv1.Deployment{}
+			return s.ApplyAndWait(ctx, testDeployment(s.Object, image), &live)
+		}},
+	}
+	for name, steps := range map[string][]widgetStep{"Apply, Get, Rollout": byHand, "ApplyAndWait": applyAndWait} {
+		t.Run(name, func(t *testing.T) {
+			image = "example.com/app:v1"
+			testAppliedGenerationIsJudged(t, steps, &image, &live)
+		})
+	}
+}
+
+func testAppliedGenerationIsJudged(t *testing.T, steps []widgetStep, image *string, live *appsv1.Deployment) {
 	var fc frozenCache
-	image := "example.com/app:v1"
-	f := newFixture(t, reconciler.Options[*testv1.Widget]{
-		Steps: []widgetStep{
-			{Name: "deployment", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
-				if _, err := s.Apply(ctx, testDeployment(s.Object, image)); err != nil {
-					return reconciler.Error(err)
-				}
-				return reconciler.Continue()
-			}},
-			{Name: "rollout", Condition: "Available", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
-				var d appsv1.Deployment
-				if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &d); err != nil {
-					return reconciler.Error(err)
-				}
-				return s.Rollout(&d)
-			}},
-		},
-	})
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&appsv1.Deployment{}}, Steps: steps})
 	f.useClient(fc.client(f.m.Client))
 
 	// Generation 1, rolled out as the Deployment controller would report.
@@ -223,11 +239,12 @@ func TestRolloutIsJudgedOnTheAppliedGeneration(t *testing.T) {
 	// pass. Without read-your-writes the rollout step saw that copy and the
 	// object went Ready for generation 2 before any rollout.
 	fc.freeze(t, f.ctx, d)
-	image = "example.com/app:v2"
+	*image = "example.com/app:v2"
 	w.Spec.Size = 2
 	require.NoError(t, env.Client.Update(f.ctx, w))
 	_, err = f.reconcile()
 	require.NoError(t, err)
+	assert.Equal(t, d.Generation+1, live.Generation, "the step judged the Deployment it read: the generation just applied")
 	w = f.get()
 	ready = conditions.Get(w, conditions.Ready)
 	require.NotNil(t, ready)

@@ -24,12 +24,13 @@
 //     per-step duration and error metrics and a histogram of mutating
 //     requests per reconcile.
 //
-// Everything about watching stays controller-runtime's: register the
-// Reconciler with ctrl.NewControllerManagedBy(mgr).For(...).Owns(...) as
-// usual. Owned objects are applied through [Scope.Apply] (package
-// ownership), which writes nothing when nothing changed, and judged with
-// [Scope.Rollout] (kstatus), which is Current only once the generation the
-// pass applied is rolled out. Within a pass, reads through [Scope] return
+// The kinds the steps apply are declared in Options.Owns;
+// [Reconciler.SetupWithManager] watches them (and [Reconciler.Builder]
+// returns the controller-runtime builder, to add watches). Owned objects
+// are applied through [Scope.Apply] (package ownership), which writes
+// nothing when nothing changed, and [Scope.ApplyAndWait] also judges them
+// (kstatus, [Scope.Rollout]): Current only once the generation the pass
+// applied is rolled out. Within a pass, reads through [Scope] return
 // the pass's own writes when the informer cache is older, so a step never
 // reports Ready on a copy older than what an earlier step wrote. Across
 // passes, a pass whose cached copy is older than one an earlier pass

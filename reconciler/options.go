@@ -14,9 +14,12 @@ import (
 	"github.com/reconcilekit/reconcilekit/ownership"
 )
 
-// Object is what the reconciler works on: a Kubernetes object whose status
-// holds conditions. Generate DeepCopy with controller-gen as usual and add
-// GetConditions/SetConditions over Status.Conditions.
+// Object is what the reconciler works on: a pointer to a Kubernetes API
+// struct with a Status struct field, whose conditions it reaches through
+// conditions.Setter. Generate DeepCopy with controller-gen as usual and add
+// GetConditions/SetConditions over Status.Conditions. If Status has an
+// ObservedGeneration field, it must be an int64: every pass sets it to the
+// generation it reconciled. New checks this and fails naming the field.
 type Object interface {
 	client.Object
 	conditions.Setter
@@ -47,6 +50,14 @@ type Options[T Object] struct {
 	Name string
 	// Steps run in order on every pass over a live object.
 	Steps []Step[T]
+	// Owns lists the kinds the steps apply and prune, as empty objects
+	// (&appsv1.Deployment{}). SetupWithManager watches each, so a change
+	// to an owned object starts a pass for its owner. Scope.Apply,
+	// ApplyAndWait and Prune refuse any other kind with an
+	// *UndeclaredKindError, which stalls the pass (ReasonInvalidStep):
+	// the cached client would otherwise start a cluster-wide informer for
+	// it, and its drift would never start a pass.
+	Owns []client.Object
 	// Ready lists the conditions Ready depends on, in the order a user
 	// should fix them. Default: every step's Condition, in step order.
 	// Whatever it lists, a pass that a step stopped is not Ready: a step

@@ -28,7 +28,8 @@ const (
 	// ReasonPaused is the reason of the Paused condition.
 	ReasonPaused = "PausedByAnnotation"
 	// ReasonInvalidStep stalls a pass whose step changed the object outside
-	// its status: a bug in the step, which no retry can fix.
+	// its status, or applied or pruned a kind Options.Owns does not
+	// declare: a bug in the step, which no retry can fix.
 	ReasonInvalidStep = "InvalidStep"
 	// ReasonAdoptionRefused stalls a pass whose step could not apply an
 	// owned object because an object by that name exists that the owner may
@@ -109,11 +110,18 @@ func (o Outcome) WithReason(reason string) Outcome {
 // stallRefusedAdoption turns a step's Error outcome whose error is an
 // ownership.AdoptionRefusedError into Terminal with ReasonAdoptionRefused:
 // no retry makes the object adoptable, so the object is Stalled, and the
-// error, in its message, names the object.
+// error, in its message, names the object. An *UndeclaredKindError, a bug
+// in the controller no retry fixes either, stalls it with
+// ReasonInvalidStep.
 func stallRefusedAdoption(o Outcome) Outcome {
 	var refused *ownership.AdoptionRefusedError
-	if o.kind == kindError && errors.As(o.err, &refused) {
+	var undeclared *UndeclaredKindError
+	switch {
+	case o.kind != kindError:
+	case errors.As(o.err, &refused):
 		return Terminal(ReasonAdoptionRefused, o.err)
+	case errors.As(o.err, &undeclared):
+		return Terminal(ReasonInvalidStep, o.err)
 	}
 	return o
 }

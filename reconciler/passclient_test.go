@@ -135,7 +135,7 @@ func TestPassDoesNotListWhatItDeletedAll(t *testing.T) {
 	var fc frozenCache
 	var all []string
 	var appliedErr, cachedErr error
-	f := newFixture(t, reconciler.Options[*testv1.Widget]{
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}},
 		Steps: []widgetStep{
 			{Name: "apply", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 				if _, err := s.Apply(ctx, corev1ac.ConfigMap("applied", s.Object.Namespace).WithLabels(map[string]string{"app": "x"})); err != nil {

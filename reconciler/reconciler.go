@@ -22,9 +22,8 @@ import (
 )
 
 // Reconciler is a typed, phased reconcile.Reconciler for T. Register it with
-// controller-runtime's builder as usual:
-//
-//	ctrl.NewControllerManagedBy(mgr).For(&v1.WebApp{}).Owns(&appsv1.Deployment{}).Complete(r)
+// [Reconciler.SetupWithManager], which watches T and Options.Owns, or add
+// watches to [Reconciler.Builder].
 type Reconciler[T Object] struct {
 	opts      Options[T]
 	summary   conditions.Summary
@@ -38,6 +37,8 @@ type Reconciler[T Object] struct {
 	// outages re-queues what failed while the API server was unavailable
 	// (OutageRecovery).
 	outages *outages
+	// owned is Options.Owns, resolved.
+	owned ownedKinds
 }
 
 var _ reconcile.Reconciler = &Reconciler[Object]{}
@@ -77,11 +78,19 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 	if err := validate(opts); err != nil {
 		return nil, err
 	}
+	if err := checkContract[T](); err != nil {
+		return nil, err
+	}
+	owned, err := resolveOwns(opts.Owns, opts.Scheme)
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler[T]{opts: opts, newObject: newFunc[T](),
 		stalled:        newObjectSet(stalledObjects.WithLabelValues(opts.Name)),
 		cleanupOverdue: newObjectSet(cleanupOverdueObjects.WithLabelValues(opts.Name)),
 		seen:           newHorizon(),
-		outages:        newOutages(probe)}
+		outages:        newOutages(probe),
+		owned:          owned}
 	ready := opts.Ready
 	if ready == nil {
 		for _, s := range opts.Steps {
@@ -183,6 +192,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		Client:   counted,
 		Recorder: r.opts.Recorder,
 		applier:  &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
+		owned:    r.owned,
 	}
 
 	if _, paused := obj.GetAnnotations()[PausedAnnotation]; paused {

@@ -504,7 +504,7 @@ func TestPauseAnnotationStopsWrites(t *testing.T) {
 }
 
 func TestOwnedObjectsThroughScope(t *testing.T) {
-	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}}, Steps: []widgetStep{
 		{Name: "configmap", Condition: "ConfigReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			cm := corev1ac.ConfigMap(s.Object.Name+"-config", s.Object.Namespace).
 				WithData(map[string]string{"size": fmt.Sprint(s.Object.Spec.Size)})
@@ -530,7 +530,7 @@ func TestConvergesUnderInjectedFaults(t *testing.T) {
 		{Verb: reconcilertest.Get, Err: reconcilertest.ErrTimeout, Rate: 0.3},
 	} {
 		t.Run(fault.Err.Error(), func(t *testing.T) {
-			f := newFixture(t, reconciler.Options[*testv1.Widget]{
+			f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}},
 				Steps: []widgetStep{{Name: "configmap", Condition: "ConfigReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 					cm := corev1ac.ConfigMap("cfg", s.Object.Namespace).WithData(map[string]string{"k": "v"})
 					if _, err := s.Apply(ctx, cm); err != nil {

@@ -56,6 +56,8 @@ const FailedRolloutRecheck = 5 * time.Minute
 // Because the pass client reads its own writes, a Get after Apply returns
 // the applied generation even when the informer cache still holds the
 // previous, fully rolled-out one; that is what makes this check safe.
+// [Scope.ApplyAndWait] does the apply, the read and this check in one
+// call; Rollout is for an object the step reads itself.
 func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 	u, err := s.unstructured(obj)
 	if err != nil {

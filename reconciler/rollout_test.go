@@ -29,7 +29,7 @@ import (
 func TestFailedRolloutIsRechecked(t *testing.T) {
 	recheck := reconciler.FailedRolloutRecheck
 	var override *time.Duration
-	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&appsv1.Deployment{}}, Steps: []widgetStep{
 		{Name: "deployment", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			if _, err := s.Apply(ctx, testDeployment(s.Object, "example.com/app:v1")); err != nil {
 				return reconciler.Error(err)

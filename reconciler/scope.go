@@ -2,10 +2,14 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/reconcilekit/reconcilekit/ownership"
 )
@@ -29,6 +33,7 @@ type Scope[T Object] struct {
 	Recorder events.EventRecorder
 
 	applier *ownership.Applier
+	owned   ownedKinds
 }
 
 // Apply applies desired, an apply configuration such as
@@ -37,13 +42,31 @@ type Scope[T Object] struct {
 // already matches. Later reads through s.Client in this pass return what
 // it wrote. See ownership.Applier.Apply. A step that returns its
 // *ownership.AdoptionRefusedError as Error stalls the pass (Terminal, reason
-// ReasonAdoptionRefused): no retry makes the object adoptable.
+// ReasonAdoptionRefused): no retry makes the object adoptable. A kind that
+// Options.Owns does not declare is an *UndeclaredKindError, and is never
+// read or written.
 func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration, opts ...ownership.Option) (ownership.Operation, error) {
+	gvk, _, err := identify(desired, s.Object)
+	if err != nil {
+		return "", err
+	}
+	if err := s.owned.check(gvk.GroupKind()); err != nil {
+		return "", err
+	}
 	return s.applier.Apply(ctx, s.Object, desired, opts...)
 }
 
 // Prune deletes the objects of list's type controlled by s.Object whose
-// names are not in keep. See ownership.Applier.Prune.
+// names are not in keep. See ownership.Applier.Prune. A kind that
+// Options.Owns does not declare is an *UndeclaredKindError, and is never
+// listed.
 func (s *Scope[T]) Prune(ctx context.Context, list client.ObjectList, keep ...string) ([]string, error) {
+	gvk, err := apiutil.GVKForObject(list, s.applier.Scheme)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %T: %w", list, err)
+	}
+	if err := s.owned.check(schema.GroupKind{Group: gvk.Group, Kind: strings.TrimSuffix(gvk.Kind, "List")}); err != nil {
+		return nil, err
+	}
 	return s.applier.Prune(ctx, s.Object, list, keep...)
 }

@@ -40,23 +40,14 @@ const Name = "cache-controller"
 // +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Setup builds the Cache reconciler and registers it with mgr. Owning the
-// Deployment and the Service means a change to either (a rollout's
-// progress, a hand edit, a deletion) starts a pass for their Cache. The
-// outage recovery re-queues the Caches whose passes failed while the API
-// server was down as soon as it is back, not after their backoff.
+// Setup builds the Cache reconciler and registers it with mgr, watching
+// Caches and the kinds they own.
 func Setup(mgr ctrl.Manager) error {
 	r, err := New(mgr, reconciler.Options[*cachev1alpha1.Cache]{})
 	if err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
-		For(&cachev1alpha1.Cache{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		WatchesRawSource(r.OutageRecovery()).
-		Complete(r)
+	return r.SetupWithManager(mgr)
 }
 
 // New builds the Cache reconciler. Whatever opts leaves empty comes from
@@ -64,6 +55,7 @@ func Setup(mgr ctrl.Manager) error {
 // Recorder, to see events) in opts.
 func New(mgr ctrl.Manager, opts reconciler.Options[*cachev1alpha1.Cache]) (*reconciler.Reconciler[*cachev1alpha1.Cache], error) {
 	opts.Name = Name
+	opts.Owns = []client.Object{&appsv1.Deployment{}, &corev1.Service{}}
 	opts.Steps = []reconciler.Step[*cachev1alpha1.Cache]{
 		{Name: "config", Condition: cachev1alpha1.ConfigValid, Run: checkConfig},
 		{Name: "service", Run: applyService},
@@ -111,7 +103,7 @@ func applyService(ctx context.Context, s *scope) reconciler.Outcome {
 			WithSelector(labelsFor(s.Object)).
 			WithPorts(corev1ac.ServicePort().WithName("memcached").WithPort(11211).WithTargetPort(intstr.FromString("memcached"))))
 	if _, err := s.Apply(ctx, svc); err != nil {
-		return reconciler.Error(fmt.Errorf("applying Service: %w", err))
+		return reconciler.Error(err) // it names the Service
 	}
 	return reconciler.Continue()
 }
@@ -151,19 +143,15 @@ func desiredDeployment(c *cachev1alpha1.Cache, mib int64) *appsv1ac.DeploymentAp
 }
 
 // applyDeployment applies the Deployment and reports its rollout on the
-// Available condition. The Get after Apply reads what the pass wrote even
-// before the cache has it (s.Client reads its own writes), so Rollout
-// judges the generation just applied. Its Wait needs no polling interval:
-// the Deployment is owned, so its status changes start the next pass.
+// Available condition, judged on the generation just applied. Its Wait
+// needs no polling interval: the Deployment is owned, so its status
+// changes start the next pass.
 func applyDeployment(ctx context.Context, s *scope) reconciler.Outcome {
 	mib, _ := memoryMiB(s.Object) // valid: the config step stops the pass otherwise
-	if _, err := s.Apply(ctx, desiredDeployment(s.Object, mib)); err != nil {
-		return reconciler.Error(fmt.Errorf("applying Deployment: %w", err))
-	}
 	var dep appsv1.Deployment
-	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &dep); err != nil {
-		return reconciler.Error(fmt.Errorf("reading Deployment: %w", err))
+	out := s.ApplyAndWait(ctx, desiredDeployment(s.Object, mib), &dep)
+	if dep.UID != "" { // read back after the apply
+		s.Object.Status.ReadyReplicas = dep.Status.ReadyReplicas
 	}
-	s.Object.Status.ReadyReplicas = dep.Status.ReadyReplicas
-	return s.Rollout(&dep)
+	return out
 }

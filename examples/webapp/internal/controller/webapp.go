@@ -102,11 +102,9 @@ func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*
 		}); err != nil {
 		return nil, fmt.Errorf("indexing WebApps by %s: %w", dbRefIndex, err)
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
-		For(&webappv2.WebApp{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
+	// r.Builder watches the WebApps, the kinds in Options.Owns and the
+	// API server's recovery after an outage (reconciler.OutageRecovery).
+	err = r.Builder(mgr).
 		// A database Service appearing (or going) wakes the WebApps that
 		// reference it: no polling. Its events come from the metadata-only
 		// cache, which holds every Service as little more than its name.
@@ -127,10 +125,6 @@ func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*
 		// entry changed or removed behind the operator's back must be put
 		// back, and no WebApp event would ever say so.
 		Watches(&corev1.ConfigMap{}, registryDrift(mgr.GetClient(), registryNamespace)).
-		// After an API server outage, the WebApps whose passes failed for
-		// it run again as soon as it is ready, not after the backoff the
-		// outage built up.
-		WatchesRawSource(r.OutageRecovery()).
 		Complete(r)
 	return r, err
 }
@@ -143,12 +137,12 @@ func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNa
 	reg := registry{namespace: registryNamespace}
 	database := waitForDatabase(databases)
 	opts.Name = Name
+	opts.Owns = []client.Object{&appsv1.Deployment{}, &corev1.Service{}}
 	opts.Steps = []reconciler.Step[*webappv2.WebApp]{
 		{Name: "database", Condition: webappv2.DatabaseReady, Run: database},
-		{Name: "deployment", Run: deployment},
 		{Name: "service", Run: service},
 		{Name: "register", Run: reg.register},
-		{Name: "rollout", Condition: webappv2.Available, Run: rollout},
+		{Name: "deployment", Condition: webappv2.Available, Run: deployment},
 	}
 	opts.Finalizer = Finalizer
 	opts.Cleanup = []reconciler.Step[*webappv2.WebApp]{{Name: "deregister", Run: reg.deregister}}
@@ -257,16 +251,6 @@ func desiredDeployment(app *webappv2.WebApp) *appsv1ac.DeploymentApplyConfigurat
 					WithContainers(container))))
 }
 
-// deployment applies the Deployment and records the pod selector for the
-// scale subresource.
-func deployment(ctx context.Context, s *scope) reconciler.Outcome {
-	if _, err := s.Apply(ctx, desiredDeployment(s.Object)); err != nil {
-		return reconciler.Error(fmt.Errorf("applying Deployment: %w", err))
-	}
-	s.Object.Status.Selector = labels.SelectorFromSet(selectorLabels(s.Object)).String()
-	return reconciler.Continue()
-}
-
 // service applies the Service in front of the pods.
 func service(ctx context.Context, s *scope) reconciler.Outcome {
 	app := s.Object
@@ -276,25 +260,24 @@ func service(ctx context.Context, s *scope) reconciler.Outcome {
 			WithSelector(selectorLabels(app)).
 			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http"))))
 	if _, err := s.Apply(ctx, svc); err != nil {
-		return reconciler.Error(fmt.Errorf("applying Service: %w", err))
+		return reconciler.Error(err)
 	}
 	return reconciler.Continue()
 }
 
-// rollout reports the Deployment's progress, judged by kstatus: Ready only
-// once the generation the deployment step applied is rolled out, Stalled
-// when the rollout exceeds its progress deadline. The Get returns that
-// generation even when the informer cache still holds the previous one:
-// the pass reads its own writes.
-func rollout(ctx context.Context, s *scope) reconciler.Outcome {
+// deployment applies the Deployment and reports its rollout, judged by
+// kstatus on the generation just applied: Ready only once it is rolled
+// out, Stalled when it exceeds its progress deadline. The status records
+// the pod selector and replica counts for the scale subresource.
+func deployment(ctx context.Context, s *scope) reconciler.Outcome {
 	app := s.Object
 	var d appsv1.Deployment
-	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(app), &d); err != nil {
-		return reconciler.Error(fmt.Errorf("getting Deployment: %w", err))
+	out := s.ApplyAndWait(ctx, desiredDeployment(app), &d)
+	app.Status.Selector = labels.SelectorFromSet(selectorLabels(app)).String()
+	if d.UID != "" { // read back: the counts are the Deployment's
+		app.Status.Replicas, app.Status.ReadyReplicas = d.Status.Replicas, d.Status.ReadyReplicas
 	}
-	app.Status.Replicas = d.Status.Replicas
-	app.Status.ReadyReplicas = d.Status.ReadyReplicas
-	return s.Rollout(&d)
+	return out
 }
 
 // summarize derives the printer-column fields from the conditions, so they
