@@ -76,7 +76,7 @@ func Wait(reason, messageFormat string, args ...any) Outcome {
 // [Outcome.After], the object is still Stalled but looked at again after
 // the duration, for a failure that can heal without a change anyone watches.
 func Terminal(reason string, err error) Outcome {
-	return Outcome{kind: kindTerminal, reason: reason, err: err}
+	return Outcome{kind: kindTerminal, reason: reason, err: nonNil(err, "Terminal")}
 }
 
 // Error stops the pass with a transient error (a conflict, a timeout, an
@@ -84,7 +84,17 @@ func Terminal(reason string, err error) Outcome {
 // ReconcileError, Reconciling becomes True, and controller-runtime retries
 // with exponential backoff.
 func Error(err error) Outcome {
-	return Outcome{kind: kindError, reason: ReasonError, err: err}
+	return Outcome{kind: kindError, reason: ReasonError, err: nonNil(err, "Error")}
+}
+
+// nonNil returns err, or, for a step that passed a nil error to an outcome
+// that stops the pass, an error that says so: the pass still fails, with a
+// message pointing at the bug.
+func nonNil(err error, outcome string) error {
+	if err == nil {
+		return fmt.Errorf("the step returned reconciler.%s with a nil error", outcome)
+	}
+	return err
 }
 
 // After asks for another pass after d. On a Continue outcome the pass goes
