@@ -60,7 +60,7 @@ const (
 //
 // A live object's Ready events are not emitted here: the events above tell
 // the deletion's story once.
-func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.Result, error) {
+func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], p *pass[T]) (ctrl.Result, error) {
 	obj := s.Object
 	// Retired finalizers guard nothing any more: they go first, so they
 	// never hold the deletion, whatever cleanup does.
@@ -68,9 +68,7 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if changed || obj.GetResourceVersion() != orig.GetResourceVersion() {
-		orig = obj.DeepCopyObject().(T)
-	}
+	p.adopt(changed)
 	conditions.Delete(obj, Paused)
 	if len(r.opts.Cleanup) == 0 || !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
 		return ctrl.Result{}, nil
@@ -84,7 +82,7 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.R
 		// Also after a forced removal: another finalizer may keep the
 		// object, and Ready must say its cleanup failed (a gone object
 		// is not an error).
-		if _, werr := writeStatus(ctx, s.Client, r.opts.APIReader, orig, obj); werr != nil {
+		if _, werr := p.writeStatus(ctx, s.Client, r.opts.APIReader); werr != nil {
 			return ctrl.Result{}, errors.Join(retryable(err), werr)
 		}
 		return res, err

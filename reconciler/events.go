@@ -18,13 +18,13 @@ import (
 // starting copy: a pass that started from a stale cached copy (right after
 // our own status write) has its optimistic lock refused, re-reads, and then
 // sees that Ready already says what it computed, so it repeats no event.
-func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, orig, obj T, passErr error) error {
-	replaced, err := writeStatus(ctx, c, r.opts.APIReader, orig, obj)
+func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, p *pass[T], passErr error) error {
+	replaced, err := p.writeStatus(ctx, c, r.opts.APIReader)
 	if err != nil {
 		return err
 	}
-	r.emitTransitions(replaced, obj, passErr)
-	r.emitDeletionPaused(replaced, obj)
+	r.emitTransitions(replaced, p.obj, passErr)
+	r.emitDeletionPaused(replaced, p.obj)
 	return nil
 }
 

@@ -165,19 +165,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		}
 		counted.record(obj)
 	}
-	// Whatever path the pass takes, obj (changed in place) ends as what it
-	// computed and wrote.
+	p := newPass(req.NamespacedName, obj, cachedRV)
+	// Whatever path the pass takes, what it left of the object is recorded.
 	defer func() {
-		var finalized []string
-		for _, name := range r.managedFinalizers() {
-			if !obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, name) {
-				finalized = append(finalized, name)
-			}
-		}
-		r.seen.record(req.NamespacedName, cachedRV, obj, finalized)
-		r.track(req.NamespacedName, obj)
+		p.record(r.seen, r.managedFinalizers())
+		r.track(req.NamespacedName, p.obj)
 	}()
-	orig := obj.DeepCopyObject().(T)
 	scope := &Scope[T]{
 		Object:   obj,
 		Client:   counted,
@@ -189,32 +182,27 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		if err := r.markPaused(obj); err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, r.finish(ctx, counted, orig, obj, nil)
+		return ctrl.Result{}, r.finish(ctx, counted, p, nil)
 	}
 
 	if !obj.GetDeletionTimestamp().IsZero() {
-		return r.delete(ctx, scope, orig)
+		return r.delete(ctx, scope, p)
 	}
 	if len(r.opts.Cleanup) > 0 || len(r.opts.RetiredFinalizers) > 0 {
 		changed, err := r.syncFinalizers(ctx, counted, obj)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if changed || obj.GetResourceVersion() != orig.GetResourceVersion() {
-			// obj is now the server's answer (a write, or the re-read
-			// after a conflict with a stale cached copy); nothing of this
-			// pass has touched it yet, so it is the new baseline.
-			orig = obj.DeepCopyObject().(T)
-		}
+		p.adopt(changed)
 		if !obj.GetDeletionTimestamp().IsZero() {
 			// The re-read showed a deletion the cached copy did not.
-			return r.delete(ctx, scope, orig)
+			return r.delete(ctx, scope, p)
 		}
 	}
 	conditions.Delete(obj, Paused)
 
-	res, stepErr := r.runSteps(ctx, scope, orig)
-	if err := r.finish(ctx, counted, orig, obj, stepErr); err != nil {
+	res, stepErr := r.runSteps(ctx, scope, p)
+	if err := r.finish(ctx, counted, p, stepErr); err != nil {
 		// A terminal error whose Stalled condition could not be written
 		// must be retried: controller-runtime never retries a terminal
 		// error, and the condition that explains it would be lost until
