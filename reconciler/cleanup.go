@@ -44,22 +44,11 @@ const (
 
 // delete runs the deletion path: the Cleanup steps, in order, with the same
 // Scope, counted client, logging, metrics and panic handling as the live
-// steps, then the finalizer's removal.
-//
-//   - Continue: the next step; after the last one the finalizer is removed
-//     (a CleanupSucceeded event) and nothing else is written.
-//   - Wait (with After to poll): the pass stops, the finalizer stays,
-//     Ready=False with the step's reason, no Warning: waiting for an
-//     external deletion is not a failure.
-//   - Error or a panic: a CleanupFailed Warning, Ready=False reason
-//     CleanupFailed, and the error is returned, so it is retried with
-//     backoff. Terminal: the same, not retried until the object changes.
-//   - Past CleanupDeadline, every stopped pass also emits CleanupOverdue;
-//     with RemoveFinalizerAfterDeadline the finalizer is then removed
-//     (FinalizerForceRemoved).
-//
-// A live object's Ready events are not emitted here: the events above tell
-// the deletion's story once.
+// steps, then the finalizer's removal (a CleanupSucceeded event). A step
+// that stops the pass leaves the finalizer and sets Ready=False saying why;
+// what each outcome emits and the deadline policy are in cleanupStopped and
+// in docs/finalizer.md ("API"). A live object's Ready events are not
+// emitted here: the cleanup events tell the deletion's story once.
 func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], p *pass[T]) (ctrl.Result, error) {
 	obj := s.Object
 	// Retired finalizers guard nothing any more: they go first, so they

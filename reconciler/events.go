@@ -31,16 +31,11 @@ func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, p *pass[T],
 // eventNoteLimit is the longest note events.k8s.io/v1 accepts.
 const eventNoteLimit = 1024
 
-// emitTransitions emits at most one event per pass, about Ready, the
-// condition a human watching `kubectl get events` cares about: when Ready
+// emitTransitions emits at most one event per pass, about Ready: when Ready
 // appears or its status flips (Normal, or Warning when the pass failed or
 // the object is Stalled), and when it stays not-True for a new reason
-// because the pass failed or the object stalled (Warning). Step conditions
-// do not get events of their own: Ready already reports the first step that
-// is not True, with its reason and message, and an event per condition
-// doubled the writes of a converging object for no extra information.
-// A failure that repeats with the same reason emits nothing more; its
-// retries show in the logs and in controller-runtime's error metrics.
+// because the pass failed or the object stalled (Warning). Why only Ready:
+// docs/reconciler.md, "Metrics and events".
 func (r *Reconciler[T]) emitTransitions(orig, obj T, passErr error) {
 	if r.opts.Recorder == nil {
 		return
