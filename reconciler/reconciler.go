@@ -109,33 +109,16 @@ func newFunc[T Object]() func() T {
 	return func() T { return reflect.New(elem).Interface().(T) }
 }
 
-// Reconcile runs one pass for req.
-//
-// Guarantees:
-//   - A missing object ends the pass without error.
-//   - A pass never acts on a cached copy older than one an earlier pass
-//     saw from the apiserver (its own writes' answers, conflict re-reads):
-//     it reads the object from the APIReader instead. So a pass cannot
-//     redo, from a stale live copy, what the cleanup of an object already
-//     deleted undid.
-//   - A paused object (PausedAnnotation) gets Paused=True and nothing else,
-//     also while it is being deleted (reason DeletionPaused, one event).
-//   - A deleting object runs Cleanup; otherwise the finalizer is ensured
-//     before any step runs, so no owned state can be created unguarded.
-//   - Steps run in order on a deep copy; Ready, Reconciling, Stalled and
-//     status.observedGeneration are computed after them.
-//   - Status is written at most once per pass, through the status
-//     subresource, only when it changed, and with an optimistic lock: on a
-//     conflict the object is re-read and this pass's changes re-applied on
-//     top of the other writer's, so neither is lost.
-//   - A failing step keeps the status changes of the steps before it.
-//   - A pass that a step stopped (Wait, Error, Terminal) is never Ready, even
-//     when conditions of later steps, which did not run, are still True.
-//   - A panicking step fails the pass with reason Panic, not a crashed
-//     manager.
-//   - A live object gets at most one event per pass, only when Ready
-//     changes (see emitTransitions); a deleting object gets the finalizer
-//     package's cleanup events instead, so a failed cleanup is reported once.
+// Reconcile runs one pass for req: it reads the object (never a cached
+// copy older than one an earlier pass saw), marks a paused object Paused and
+// stops, runs the cleanup steps of a deleting object, or ensures the
+// finalizer and runs the steps on a private copy; then it derives Ready,
+// Reconciling, Stalled and status.observedGeneration and writes status at
+// most once, only when it changed, with an optimistic lock that loses
+// neither this pass's changes nor another writer's. A missing object ends the
+// pass without error, a panicking step fails it with reason Panic, and at
+// most one event is emitted, when Ready changes. The full list of
+// guarantees is in docs/reconciler.md, "Guarantees".
 func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_ ctrl.Result, err error) {
 	start := time.Now()
 	defer func() { r.outages.observe(req.NamespacedName, start, err) }()
