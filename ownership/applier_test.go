@@ -36,6 +36,7 @@ import (
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/ownership"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest/cachelag"
 )
 
 var env *testenv.Env
@@ -711,7 +712,7 @@ func TestApplyReportsWhatTheServerDid(t *testing.T) {
 	f := setup(t)
 	// Every ConfigMap version stays unreadable for an hour: the cache never
 	// sees what this test writes.
-	lagging := reconcilertest.NewClient(f.m.Client, reconcilertest.WithCacheLag(f.m.Cache, reconcilertest.Lag{Kind: "ConfigMap", Delay: time.Hour}))
+	lagging := reconcilertest.NewClient(f.m.Client, reconcilertest.WithCacheLag(f.m.Cache, cachelag.Lag{Kind: "ConfigMap", Delay: time.Hour}))
 	a := &ownership.Applier{Client: lagging, APIReader: f.reader, Scheme: env.Scheme, FieldManager: manager, Schemas: f.a.Schemas}
 	apply := func(data map[string]string) ownership.Operation {
 		t.Helper()

@@ -44,23 +44,12 @@ const (
 
 // delete runs the deletion path: the Cleanup steps, in order, with the same
 // Scope, counted client, logging, metrics and panic handling as the live
-// steps, then the finalizer's removal.
-//
-//   - Continue: the next step; after the last one the finalizer is removed
-//     (a CleanupSucceeded event) and nothing else is written.
-//   - Wait (with After to poll): the pass stops, the finalizer stays,
-//     Ready=False with the step's reason, no Warning: waiting for an
-//     external deletion is not a failure.
-//   - Error or a panic: a CleanupFailed Warning, Ready=False reason
-//     CleanupFailed, and the error is returned, so it is retried with
-//     backoff. Terminal: the same, not retried until the object changes.
-//   - Past CleanupDeadline, every stopped pass also emits CleanupOverdue;
-//     with RemoveFinalizerAfterDeadline the finalizer is then removed
-//     (FinalizerForceRemoved).
-//
-// A live object's Ready events are not emitted here: the events above tell
-// the deletion's story once.
-func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.Result, error) {
+// steps, then the finalizer's removal (a CleanupSucceeded event). A step
+// that stops the pass leaves the finalizer and sets Ready=False saying why;
+// what each outcome emits and the deadline policy are in cleanupStopped and
+// in docs/finalizer.md ("API"). A live object's Ready events are not
+// emitted here: the cleanup events tell the deletion's story once.
+func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], p *pass[T]) (ctrl.Result, error) {
 	obj := s.Object
 	// Retired finalizers guard nothing any more: they go first, so they
 	// never hold the deletion, whatever cleanup does.
@@ -68,9 +57,7 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if changed || obj.GetResourceVersion() != orig.GetResourceVersion() {
-		orig = obj.DeepCopyObject().(T)
-	}
+	p.adopt(changed)
 	conditions.Delete(obj, Paused)
 	if len(r.opts.Cleanup) == 0 || !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
 		return ctrl.Result{}, nil
@@ -84,7 +71,7 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], orig T) (ctrl.R
 		// Also after a forced removal: another finalizer may keep the
 		// object, and Ready must say its cleanup failed (a gone object
 		// is not an error).
-		if _, werr := writeStatus(ctx, s.Client, r.opts.APIReader, orig, obj); werr != nil {
+		if _, werr := p.writeStatus(ctx, s.Client, r.opts.APIReader); werr != nil {
 			return ctrl.Result{}, errors.Join(retryable(err), werr)
 		}
 		return res, err

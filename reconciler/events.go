@@ -18,29 +18,24 @@ import (
 // starting copy: a pass that started from a stale cached copy (right after
 // our own status write) has its optimistic lock refused, re-reads, and then
 // sees that Ready already says what it computed, so it repeats no event.
-func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, orig, obj T, passErr error) error {
-	replaced, err := writeStatus(ctx, c, r.opts.APIReader, orig, obj)
+func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, p *pass[T], passErr error) error {
+	replaced, err := p.writeStatus(ctx, c, r.opts.APIReader)
 	if err != nil {
 		return err
 	}
-	r.emitTransitions(replaced, obj, passErr)
-	r.emitDeletionPaused(replaced, obj)
+	r.emitTransitions(replaced, p.obj, passErr)
+	r.emitDeletionPaused(replaced, p.obj)
 	return nil
 }
 
 // eventNoteLimit is the longest note events.k8s.io/v1 accepts.
 const eventNoteLimit = 1024
 
-// emitTransitions emits at most one event per pass, about Ready, the
-// condition a human watching `kubectl get events` cares about: when Ready
+// emitTransitions emits at most one event per pass, about Ready: when Ready
 // appears or its status flips (Normal, or Warning when the pass failed or
 // the object is Stalled), and when it stays not-True for a new reason
-// because the pass failed or the object stalled (Warning). Step conditions
-// do not get events of their own: Ready already reports the first step that
-// is not True, with its reason and message, and an event per condition
-// doubled the writes of a converging object for no extra information.
-// A failure that repeats with the same reason emits nothing more; its
-// retries show in the logs and in controller-runtime's error metrics.
+// because the pass failed or the object stalled (Warning). Why only Ready:
+// docs/reconciler.md, "Metrics and events".
 func (r *Reconciler[T]) emitTransitions(orig, obj T, passErr error) {
 	if r.opts.Recorder == nil {
 		return

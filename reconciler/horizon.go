@@ -13,28 +13,13 @@ import (
 
 // horizon remembers, per key, the newest resourceVersion of the object that
 // a pass saw from the apiserver itself (its own write's answer, or a re-read
-// after a conflict) while the informer cache still held an older copy.
-//
-// Without it a pass can act on the past. A pass whose finalizer patch
-// conflicts re-reads the object, finds it deleting, runs cleanup and removes
-// the finalizer; the object is gone. The cache has not caught up yet, so the
-// next pass (woken by the cleanup's own writes) reads the older, live copy
-// and runs the steps again: whatever cleanup undid (a registry entry, an
-// external resource) is created again for an object that no longer exists,
-// and nothing will ever clean it up. The same holds, less dramatically, for
-// any pass that reads a copy older than the status it wrote itself.
-//
-// A pass that finds its cached copy behind reads the object from the
-// apiserver instead (one uncached GET, only then) and acts on that. Skipping
-// the pass until the cache catches up, as Kubernetes' own controllers do
-// since v1.36 (KEP-5647), would need a requeue, which resets the error
-// backoff and makes every test that drives passes by hand wait for the
-// cache. controller-runtime has no such guard.
-//
-// An entry lives while the cache is behind it: a pass that reads a cached
-// copy at least as new, or finds the object gone from the cache, drops it.
-// An object whose last event never comes (a predicate dropping deletions)
-// would keep its entry, so entries older than horizonTTL are swept.
+// after a conflict) while the informer cache still held an older copy. A
+// pass whose cached copy is behind it reads the object from the apiserver
+// instead (one uncached GET, only then), so it never acts on the past, such
+// as a live copy of an object whose cleanup already ran. An entry lives
+// while the cache is behind it, at most horizonTTL. The design, and why
+// the pass reads rather than skips: docs/reconciler.md, "Never behind an
+// earlier pass".
 type horizon struct {
 	mu        sync.Mutex
 	seen      map[types.NamespacedName]seenCopy

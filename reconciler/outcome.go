@@ -72,9 +72,9 @@ func Wait(reason, messageFormat string, args ...any) Outcome {
 // invalid spec, a reference to something that can never exist). The step's
 // condition becomes False with reason and the error, Stalled becomes True,
 // and the object is not requeued: the next pass happens when it changes.
-// This is how a bad spec avoids a hot loop of failing retries. With
-// [Outcome.After], the object is still Stalled but looked at again after
-// the duration, for a failure that can heal without a change anyone watches.
+// With [Outcome.After], the object is still Stalled but looked at again
+// after the duration, for a failure that can heal without a change anyone
+// watches.
 func Terminal(reason string, err error) Outcome {
 	return Outcome{kind: kindTerminal, reason: reason, err: nonNil(err, "Terminal")}
 }

@@ -30,23 +30,10 @@ import (
 // from the API server), and a later read of that object in the same pass
 // returns whichever is newer, the cached copy or the written one. After a
 // Delete or DeleteAllOf, a cached copy that predates the deletion is not
-// returned as it is: see hides.
-//
-// Why not controller-runtime's client.CacheOptions.EnableReadYourWritesConsistency:
-// that is a process-wide, experimental manager setting that users must opt
-// into, and it makes reads block until the informer has seen the write (a
-// watch round trip, unbounded under load). This overlay needs no
-// configuration, never waits, costs nothing on a pass that wrote nothing
-// (a converged pass), and is scoped to the pass, where the guarantee is
-// needed: across passes the informer cache is the source of truth, which is
-// safe because every write is followed by a watch event and so by another
-// pass. The two compose: with the manager option on, the cache is never
-// older and the overlay never applies.
-//
-// It embeds client.Client rather than using controller-runtime's
-// interceptor package: the interceptor wraps only a client.WithWatch (the
-// manager's client is not one) and the overrides would be the same
-// functions; embedding passes every other method through unchanged.
+// returned as it is: see hides. It embeds client.Client, so every other
+// method passes through unchanged. docs/reconciler.md, "Reading your own
+// writes", has the design and why it is not controller-runtime's
+// EnableReadYourWritesConsistency.
 type passClient struct {
 	client.Client
 	// reader reads the API server, to learn what a deletion left of an
@@ -174,15 +161,8 @@ func (c *passClient) tracking() bool {
 // pass did not write, may predate a deletion the pass made: the pass
 // deleted that object (the same UID, or any when the Delete named none), or
 // a DeleteAllOf covers it. A copy that is already deleting is not hidden:
-// it says what the deletion did.
-//
-// A hidden copy is not answered as it is: a successful deletion leaves the
-// object gone, or deleting (finalizers, a pod's grace period) with an answer
-// controller-runtime's client discards. So confirm asks the API server, once
-// per object and pass, and only for objects the pass deleted and then read
-// back before the cache saw the deletion. Hiding too much costs a read,
-// never a wrong answer; that is why a DeleteAllOf hides every cached copy
-// it covers, although one created after it would be new.
+// it says what the deletion did. A hidden copy is read again from the API
+// server (confirm); hiding too much costs a read, never a wrong answer.
 func (c *passClient) hides(gvk schema.GroupVersionKind, o client.Object) bool {
 	if o.GetDeletionTimestamp() != nil {
 		return false

@@ -118,33 +118,16 @@ func newFunc[T Object]() func() T {
 	return func() T { return reflect.New(elem).Interface().(T) }
 }
 
-// Reconcile runs one pass for req.
-//
-// Guarantees:
-//   - A missing object ends the pass without error.
-//   - A pass never acts on a cached copy older than one an earlier pass
-//     saw from the apiserver (its own writes' answers, conflict re-reads):
-//     it reads the object from the APIReader instead. So a pass cannot
-//     redo, from a stale live copy, what the cleanup of an object already
-//     deleted undid.
-//   - A paused object (PausedAnnotation) gets Paused=True and nothing else,
-//     also while it is being deleted (reason DeletionPaused, one event).
-//   - A deleting object runs Cleanup; otherwise the finalizer is ensured
-//     before any step runs, so no owned state can be created unguarded.
-//   - Steps run in order on a deep copy; Ready, Reconciling, Stalled and
-//     status.observedGeneration are computed after them.
-//   - Status is written at most once per pass, through the status
-//     subresource, only when it changed, and with an optimistic lock: on a
-//     conflict the object is re-read and this pass's changes re-applied on
-//     top of the other writer's, so neither is lost.
-//   - A failing step keeps the status changes of the steps before it.
-//   - A pass that a step stopped (Wait, Error, Terminal) is never Ready, even
-//     when conditions of later steps, which did not run, are still True.
-//   - A panicking step fails the pass with reason Panic, not a crashed
-//     manager.
-//   - A live object gets at most one event per pass, only when Ready
-//     changes (see emitTransitions); a deleting object gets the finalizer
-//     package's cleanup events instead, so a failed cleanup is reported once.
+// Reconcile runs one pass for req: it reads the object (never a cached
+// copy older than one an earlier pass saw), marks a paused object Paused and
+// stops, runs the cleanup steps of a deleting object, or ensures the
+// finalizer and runs the steps on a private copy; then it derives Ready,
+// Reconciling, Stalled and status.observedGeneration and writes status at
+// most once, only when it changed, with an optimistic lock that loses
+// neither this pass's changes nor another writer's. A missing object ends the
+// pass without error, a panicking step fails it with reason Panic, and at
+// most one event is emitted, when Ready changes. The full list of
+// guarantees is in docs/reconciler.md, "Guarantees".
 func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_ ctrl.Result, err error) {
 	start := time.Now()
 	defer func() { r.outages.observe(req.NamespacedName, start, err) }()
@@ -174,19 +157,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		}
 		counted.record(obj)
 	}
-	// Whatever path the pass takes, obj (changed in place) ends as what it
-	// computed and wrote.
+	p := newPass(req.NamespacedName, obj, cachedRV)
+	// Whatever path the pass takes, what it left of the object is recorded.
 	defer func() {
-		var finalized []string
-		for _, name := range r.managedFinalizers() {
-			if !obj.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(obj, name) {
-				finalized = append(finalized, name)
-			}
-		}
-		r.seen.record(req.NamespacedName, cachedRV, obj, finalized)
-		r.track(req.NamespacedName, obj)
+		p.record(r.seen, r.managedFinalizers())
+		r.track(req.NamespacedName, p.obj)
 	}()
-	orig := obj.DeepCopyObject().(T)
 	scope := &Scope[T]{
 		Object:   obj,
 		Client:   counted,
@@ -199,32 +175,27 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		if err := r.markPaused(obj); err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, r.finish(ctx, counted, orig, obj, nil)
+		return ctrl.Result{}, r.finish(ctx, counted, p, nil)
 	}
 
 	if !obj.GetDeletionTimestamp().IsZero() {
-		return r.delete(ctx, scope, orig)
+		return r.delete(ctx, scope, p)
 	}
 	if len(r.opts.Cleanup) > 0 || len(r.opts.RetiredFinalizers) > 0 {
 		changed, err := r.syncFinalizers(ctx, counted, obj)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if changed || obj.GetResourceVersion() != orig.GetResourceVersion() {
-			// obj is now the server's answer (a write, or the re-read
-			// after a conflict with a stale cached copy); nothing of this
-			// pass has touched it yet, so it is the new baseline.
-			orig = obj.DeepCopyObject().(T)
-		}
+		p.adopt(changed)
 		if !obj.GetDeletionTimestamp().IsZero() {
 			// The re-read showed a deletion the cached copy did not.
-			return r.delete(ctx, scope, orig)
+			return r.delete(ctx, scope, p)
 		}
 	}
 	conditions.Delete(obj, Paused)
 
-	res, stepErr := r.runSteps(ctx, scope, orig)
-	if err := r.finish(ctx, counted, orig, obj, stepErr); err != nil {
+	res, stepErr := r.runSteps(ctx, scope, p)
+	if err := r.finish(ctx, counted, p, stepErr); err != nil {
 		// A terminal error whose Stalled condition could not be written
 		// must be retried: controller-runtime never retries a terminal
 		// error, and the condition that explains it would be lost until

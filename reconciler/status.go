@@ -1,13 +1,10 @@
 package reconciler
 
 import (
-	"context"
-	"fmt"
 	"reflect"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,46 +52,6 @@ func statusChanged(orig, obj client.Object) bool {
 		return false
 	}
 	return !equality.Semantic.DeepEqual(a.Interface(), b.Interface())
-}
-
-// writeStatus patches obj's status if it differs from orig's. The patch is
-// a JSON merge patch with an optimistic lock, so it never overwrites a
-// status written since orig was read. On a conflict the object is re-read
-// from the apiserver (not the cache) and this pass's delta — the top-level
-// status fields that changed between orig and obj, and the conditions that
-// changed, by type — is re-applied on the fresh status; a delta that is
-// already there writes nothing.
-//
-// It returns the copy whose status the write replaced (orig, or the last
-// re-read): what the server said before this pass's write, which is what
-// transition events must be decided against.
-func writeStatus[T Object](ctx context.Context, c client.Client, reader client.Reader, orig, obj T) (T, error) {
-	want := obj.DeepCopyObject().(T)
-	base := orig
-	for attempt := 1; ; attempt++ {
-		if !statusChanged(base, obj) {
-			return base, nil
-		}
-		err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-		switch {
-		case err == nil:
-			return base, nil
-		case apierrors.IsNotFound(err):
-			return base, nil
-		case !apierrors.IsConflict(err) || attempt == maxStatusAttempts:
-			return base, fmt.Errorf("writing status of %s: %w", client.ObjectKeyFromObject(obj), err)
-		}
-		fresh := obj.DeepCopyObject().(T)
-		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
-			if apierrors.IsNotFound(err) {
-				return base, nil
-			}
-			return base, fmt.Errorf("re-reading %s after a status conflict: %w", client.ObjectKeyFromObject(obj), err)
-		}
-		base = fresh.DeepCopyObject().(T)
-		reapply(orig, want, fresh)
-		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(fresh).Elem())
-	}
 }
 
 // reapply copies onto fresh the status changes between orig and want.

@@ -17,24 +17,24 @@ import (
 
 // runSteps runs the steps, marks their conditions and the kstatus
 // conditions, and returns the pass's result and error.
-func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], orig T) (ctrl.Result, error) {
+func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], p *pass[T]) (ctrl.Result, error) {
 	var res ctrl.Result
 	var stopped Outcome
 	var stoppedBy string
 	for _, step := range r.opts.Steps {
 		before := snapshotStatus(s.Object)
 		out := r.runStep(ctx, step, s)
-		if s.Object.GetResourceVersion() != orig.GetResourceVersion() {
+		if p.wroteItself() {
 			// The step wrote the object itself through the API (another
 			// finalizer, an annotation) and s.Object holds the server's
 			// answer: that is stored, so it is the new baseline, and the
 			// pass's status goes back on top of it.
-			rebase(orig, before, s.Object, s.stored(orig))
+			p.rebase(before, s.stored(p.orig))
 		}
-		if path := changedOutsideStatus(orig, s.Object); path != "" {
+		if path := changedOutsideStatus(p.orig, s.Object); path != "" {
 			// Only status is written, so the change would be dropped
 			// silently; fail loudly instead, naming the step and field.
-			copyOutsideStatus(orig, s.Object)
+			copyOutsideStatus(p.orig, s.Object)
 			out = Terminal(ReasonInvalidStep, fmt.Errorf("step %s changed %s; steps may change only the object's status, "+
 				"other changes are never written", step.Name, path))
 		}

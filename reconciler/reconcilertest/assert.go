@@ -15,10 +15,10 @@ import (
 // scale and free of update storms.
 //
 // c must be the client r uses. Counts are reset before the pass. With a
-// [Lag] whose Delay has not passed for some version c observed, the pass
-// waits until it has, as a resync comes after the cache caught up; an
-// Events lag never catches up, so the pass reads the previous versions of
-// the lagged kinds.
+// cache lag (WithCacheLag) whose Delay has not passed for some version c
+// observed, the pass waits until it has, as a resync comes after the cache
+// caught up; a VersionsBehind lag never catches up, so the pass reads the
+// previous versions of the lagged kinds.
 func AssertIdempotent(t testing.TB, ctx context.Context, r reconcile.Reconciler, c *Client, req reconcile.Request) {
 	t.Helper()
 	if err := c.settleLag(ctx); err != nil {
@@ -39,16 +39,13 @@ func AssertIdempotent(t testing.TB, ctx context.Context, r reconcile.Reconciler,
 // maxPasses passes. It returns the number of passes that wrote something.
 // Use it in tests that drive a reconciler without a manager.
 //
-// With a [Lag] Delay, each pass starts once every version c has observed is
-// readable (a wait of up to Delay), so a pass reads what the previous one
-// wrote; within a pass the lag applies in full. A quiet pass does not
-// count while the Delay still hides a version of an object it read. So the
-// lag cannot make a converged object look unconverged for ever, nor end
-// the loop on a pass that missed a version c had seen; changes c has not
-// seen yet (another client's writes still on their way through the
-// informer) can be missed, as with a real cache. An Events lag never
-// catches up: a reconciler that writes what it read from a kind lagged by
-// Events may never converge, which is the bug such a lag is there to show.
+// With a cache lag Delay (WithCacheLag), each pass starts once every
+// version c has observed is readable (a wait of up to Delay), so a pass
+// reads what the previous one wrote; a quiet pass does not count while the
+// Delay still hides a version of an object it read. A VersionsBehind lag
+// never catches up: a reconciler that writes what it read from a kind
+// lagged that way may never converge, which is the bug such a lag is there
+// to show. See docs/testing-kit.md, "Cache lag".
 func Converge(t testing.TB, ctx context.Context, r reconcile.Reconciler, c *Client, req reconcile.Request, maxPasses int) int {
 	t.Helper()
 	writing := 0

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest/cachelag"
 )
 
 // Verbs, named as the apiserver names them in audit logs and in the
@@ -113,7 +115,7 @@ type Client struct {
 	log    []Request
 	faults []*Fault
 	rand   *rand.Rand
-	lag    *lagger // nil without WithCacheLag
+	lag    *cachelag.Cache // nil without WithCacheLag
 }
 
 // Option configures a [Client].
@@ -170,7 +172,7 @@ func (c *Client) Reset() {
 	c.counts = map[Request]int{}
 	c.log = nil
 	if c.lag != nil {
-		c.lag.forgetReads()
+		c.lag.ForgetReads()
 	}
 }
 
@@ -286,7 +288,7 @@ func (c *Client) funcs() interceptor.Funcs {
 				return err
 			}
 			if c.lag != nil {
-				if handled, err := c.lag.get(ctx, cl, key, obj); handled {
+				if handled, err := c.lag.Get(ctx, cl, key, obj); handled {
 					return err
 				}
 			}
@@ -297,7 +299,7 @@ func (c *Client) funcs() interceptor.Funcs {
 				return err
 			}
 			if c.lag != nil {
-				if handled, err := c.lag.list(ctx, cl, list, opts...); handled {
+				if handled, err := c.lag.List(ctx, cl, list, opts...); handled {
 					return err
 				}
 			}
@@ -401,7 +403,7 @@ func (c *Client) write(ctx context.Context, cl client.Client, obj any, record bo
 	if c.lag == nil {
 		return do()
 	}
-	return c.lag.write(ctx, cl, obj, record, do)
+	return c.lag.Write(ctx, cl, obj, record, do)
 }
 
 // patchVerb names a server-side apply patch "apply", as the apiserver does.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest/cachelag"
 )
 
 // Wrap the client a reconciler uses: every request is counted by verb and
@@ -46,8 +47,8 @@ func Example() {
 func ExampleWithCacheLag() {
 	var mgr manager.Manager // started, e.g. on envtest
 	c := reconcilertest.NewClient(mgr.GetClient(), reconcilertest.WithCacheLag(mgr.GetCache(),
-		reconcilertest.Lag{Kind: "Deployment", Events: 1},
-		reconcilertest.Lag{Delay: time.Second},
+		cachelag.Lag{Kind: "Deployment", VersionsBehind: 1},
+		cachelag.Lag{Delay: time.Second},
 	))
 	_ = c
 }

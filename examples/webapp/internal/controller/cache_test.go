@@ -16,6 +16,7 @@ import (
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest/cachelag"
 
 	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
@@ -36,7 +37,7 @@ func TestNoReadyBeforeRollout(t *testing.T) {
 	require.True(t, f.app().Status.IsReady())
 
 	f.useClient(reconcilertest.NewClient(f.m.Client,
-		reconcilertest.WithCacheLag(f.m.Cache, reconcilertest.Lag{Kind: "Deployment", Events: 1})))
+		reconcilertest.WithCacheLag(f.m.Cache, cachelag.Lag{Kind: "Deployment", VersionsBehind: 1})))
 	app := f.app()
 	app.Spec.Image = "registry.example.com/web:v2"
 	require.NoError(t, env.Client.Update(f.ctx, app))

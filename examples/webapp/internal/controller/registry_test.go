@@ -22,6 +22,7 @@ import (
 	"github.com/reconcilekit/reconcilekit/conditions"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest/cachelag"
 
 	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
@@ -203,7 +204,7 @@ func TestDeregisterWithLaggingCache(t *testing.T) {
 	f := newFixture(t, webappv2Spec("registry.example.com/web:v1", 1))
 	ctx, ns := f.ctx, f.ns
 	f.useClient(reconcilertest.NewClient(f.m.Client,
-		reconcilertest.WithCacheLag(f.m.Cache, reconcilertest.Lag{Kind: "ConfigMap", Events: 1})))
+		reconcilertest.WithCacheLag(f.m.Cache, cachelag.Lag{Kind: "ConfigMap", VersionsBehind: 1})))
 	// The shard exists (another WebApp's entry), so registering is an
 	// update of it, which the lag holds back.
 	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{

@@ -11,7 +11,7 @@ import (
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 )
 
-// rebase, without a control plane (TestStepWritingItsOwnObjectKeepsThePassStatus
+// pass.rebase, without a control plane (TestStepWritingItsOwnObjectKeepsThePassStatus
 // runs it against one): after a step wrote its own object, the baseline is
 // what the write stored, and the pass's status is the stored one with the
 // pass's changes before the step and then the step's own after its write
@@ -38,7 +38,9 @@ func TestRebaseKeepsThePassAndTheStepStatus(t *testing.T) {
 	*obj = *answer.DeepCopy()
 	require.NoError(t, conditions.MarkFalse(obj, "Shared", "Step", "set by the step after its write"))
 
-	rebase(orig, before, obj, answer)
+	p := &pass[*testv1.Widget]{obj: obj, orig: orig}
+	p.rebase(before, answer)
+	orig = p.orig
 	assert.Equal(t, answer, orig, "the baseline is what the write stored")
 	assert.Equal(t, "2", obj.ResourceVersion)
 	assert.Equal(t, []string{"example.com/extra"}, obj.Finalizers)
@@ -71,7 +73,9 @@ func TestRebaseAfterAWriteThroughAnotherClient(t *testing.T) {
 	*obj = *answer.DeepCopy()
 	require.NoError(t, conditions.MarkTrue(obj, "Extra", "Added", "set after the write"))
 
-	rebase(orig, before, obj, s.stored(orig))
+	p := &pass[*testv1.Widget]{obj: obj, orig: orig}
+	p.rebase(before, s.stored(orig))
+	orig = p.orig
 	assert.Equal(t, "2", orig.ResourceVersion, "the lock is the write's version")
 	assert.True(t, conditions.IsTrue(orig, Paused), "the baseline keeps the status the pass started from")
 	assert.Nil(t, conditions.Get(obj, Paused))

@@ -1,4 +1,4 @@
-package reconcilertest_test
+package cachelag_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest/cachelag"
 )
 
 var env *testenv.Env
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env, testenv.Options{})) 
 // Unit tests: a fake client and fake informers, whose events the test
 // sends itself. They run under -short.
 
-func newFakeLagged(t *testing.T, lags ...reconcilertest.Lag) (*reconcilertest.Client, client.Client, *informertest.FakeInformers) {
+func newFakeLagged(t *testing.T, lags ...cachelag.Lag) (*reconcilertest.Client, client.Client, *informertest.FakeInformers) {
 	t.Helper()
 	s, err := testenv.NewScheme()
 	require.NoError(t, err)
@@ -70,8 +71,8 @@ func TestCacheLagFake(t *testing.T) {
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: "ns", Name: "cm"}
 
-	t.Run("Events 1 reads the version before the last write", func(t *testing.T) {
-		c, base, _ := newFakeLagged(t, reconcilertest.Lag{Kind: "ConfigMap", Events: 1})
+	t.Run("VersionsBehind 1 reads the version before the last write", func(t *testing.T) {
+		c, base, _ := newFakeLagged(t, cachelag.Lag{Kind: "ConfigMap", VersionsBehind: 1})
 		require.NoError(t, c.Create(ctx, configMap("ns", "cm", "v0")))
 		got, err := readCM(ctx, c, key)
 		require.NoError(t, err)
@@ -90,7 +91,7 @@ func TestCacheLagFake(t *testing.T) {
 	})
 
 	t.Run("Delay hides a new object", func(t *testing.T) {
-		c, base, _ := newFakeLagged(t, reconcilertest.Lag{Kind: "ConfigMap", Delay: time.Hour})
+		c, base, _ := newFakeLagged(t, cachelag.Lag{Kind: "ConfigMap", Delay: time.Hour})
 		require.NoError(t, c.Create(ctx, configMap("ns", "cm", "v0")))
 		_, err := readCM(ctx, c, key)
 		assert.True(t, apierrors.IsNotFound(err), "got %v", err)
@@ -103,7 +104,7 @@ func TestCacheLagFake(t *testing.T) {
 	})
 
 	t.Run("informer events are versions and a deletion is a tombstone", func(t *testing.T) {
-		c, _, informers := newFakeLagged(t, reconcilertest.Lag{Kind: "ConfigMap"})
+		c, _, informers := newFakeLagged(t, cachelag.Lag{Kind: "ConfigMap"})
 		_, err := readCM(ctx, c, key) // registers the handler
 		require.True(t, apierrors.IsNotFound(err), "got %v", err)
 		fi, err := informers.FakeInformerFor(ctx, &corev1.ConfigMap{})
@@ -131,7 +132,7 @@ func TestCacheLagFake(t *testing.T) {
 	})
 
 	t.Run("field selectors are refused", func(t *testing.T) {
-		c, _, _ := newFakeLagged(t, reconcilertest.Lag{Kind: "ConfigMap"})
+		c, _, _ := newFakeLagged(t, cachelag.Lag{Kind: "ConfigMap"})
 		err := c.List(ctx, &corev1.ConfigMapList{}, client.MatchingFields{"metadata.name": "cm"})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "field selector")
@@ -263,11 +264,11 @@ var lagCases = []lagCase{
 	},
 }
 
-// TestCacheLagEventsIsDeterministic: with Events 1, after a write through
+// TestCacheLagVersionsBehindIsDeterministic: with VersionsBehind 1, after a write through
 // the client, every read returns the version before it, also once the
 // manager's cache has the newest version. Without the lag, the apiserver
 // client case would read the newest version at once.
-func TestCacheLagEventsIsDeterministic(t *testing.T) {
+func TestCacheLagVersionsBehindIsDeterministic(t *testing.T) {
 	testenv.Require(t)
 	mgr := env.StartManager(t)
 	for _, tt := range lagCases {
@@ -278,7 +279,7 @@ func TestCacheLagEventsIsDeterministic(t *testing.T) {
 			if tt.cached {
 				base = mgr.Client
 			}
-			c := reconcilertest.NewClient(base, reconcilertest.WithCacheLag(mgr.Cache, reconcilertest.Lag{Kind: tt.kind, Events: 1}))
+			c := reconcilertest.NewClient(base, reconcilertest.WithCacheLag(mgr.Cache, cachelag.Lag{Kind: tt.kind, VersionsBehind: 1}))
 
 			key, err := tt.create(ctx, c, ns)
 			require.NoError(t, err)
@@ -321,7 +322,7 @@ func TestCacheLagDelay(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	const delay = 2 * time.Second
-	c := reconcilertest.NewClient(env.Client, reconcilertest.WithCacheLag(mgr.Cache, reconcilertest.Lag{Kind: "ConfigMap", Delay: delay}))
+	c := reconcilertest.NewClient(env.Client, reconcilertest.WithCacheLag(mgr.Cache, cachelag.Lag{Kind: "ConfigMap", Delay: delay}))
 	key := client.ObjectKey{Namespace: ns, Name: "cm"}
 
 	// Reads before the delay passed see the previous state; reads after it
@@ -365,7 +366,7 @@ func TestCacheLagList(t *testing.T) {
 	mgr := env.StartManager(t)
 	ctx := context.Background()
 	ns1, ns2 := env.Namespace(t), env.Namespace(t)
-	c := reconcilertest.NewClient(mgr.Client, reconcilertest.WithCacheLag(mgr.Cache, reconcilertest.Lag{Kind: "ConfigMap", Events: 1}))
+	c := reconcilertest.NewClient(mgr.Client, reconcilertest.WithCacheLag(mgr.Cache, cachelag.Lag{Kind: "ConfigMap", VersionsBehind: 1}))
 	app := ns1 // a label value no other test uses
 	for _, o := range []struct{ ns, name, app string }{{ns1, "a", app}, {ns1, "b", "other"}, {ns2, "c", app}} {
 		cm := configMap(o.ns, o.name, "v0")
@@ -440,17 +441,17 @@ func TestCacheLagTombstone(t *testing.T) {
 	mgr := env.StartManager(t)
 	tests := []struct {
 		name     string
-		events   int
-		recreate bool // after the delete; with Events 1 the tombstone is then one version back
+		behind   int
+		recreate bool // after the delete; with VersionsBehind 1 the tombstone is then one version back
 	}{
-		{"Events 0: deleted", 0, false},
-		{"Events 1: deleted and created again", 1, true},
+		{"VersionsBehind 0: deleted", 0, false},
+		{"VersionsBehind 1: deleted and created again", 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			ns := env.Namespace(t)
-			c := reconcilertest.NewClient(env.Client, reconcilertest.WithCacheLag(mgr.Cache, reconcilertest.Lag{Kind: "ConfigMap", Events: tt.events}))
+			c := reconcilertest.NewClient(env.Client, reconcilertest.WithCacheLag(mgr.Cache, cachelag.Lag{Kind: "ConfigMap", VersionsBehind: tt.behind}))
 			cm := configMap(ns, "cm", "v0")
 			key := client.ObjectKeyFromObject(cm)
 			require.NoError(t, c.Create(ctx, cm))
@@ -486,7 +487,7 @@ func TestCacheLagPassThrough(t *testing.T) {
 	mgr := env.StartManager(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	c := reconcilertest.NewClient(env.Client, reconcilertest.WithCacheLag(mgr.Cache, reconcilertest.Lag{Kind: "Widget", Events: 1}))
+	c := reconcilertest.NewClient(env.Client, reconcilertest.WithCacheLag(mgr.Cache, cachelag.Lag{Kind: "Widget", VersionsBehind: 1}))
 
 	cmKey, err := createCM(ctx, c, ns)
 	require.NoError(t, err)
@@ -518,7 +519,7 @@ func TestCacheLagConvergeWaitsOutDelay(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	const delay = time.Second
-	c := reconcilertest.NewClient(mgr.Client, reconcilertest.WithCacheLag(mgr.Cache, reconcilertest.Lag{Kind: "ConfigMap", Delay: delay}))
+	c := reconcilertest.NewClient(mgr.Client, reconcilertest.WithCacheLag(mgr.Cache, cachelag.Lag{Kind: "ConfigMap", Delay: delay}))
 	key := client.ObjectKey{Namespace: ns, Name: "cfg"}
 	// Ensures the ConfigMap exists with k=want.
 	r := reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
