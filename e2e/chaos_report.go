@@ -39,15 +39,25 @@ registry holding exactly the live WebApps' entries, every user-set spec field in
 two leaders writing at once (leadership intervals from the operators' logs against the field managers'
 write times). `+"`make test-e2e`"+` runs the short form of every scenario.
 
+"Converged after last fault" times each WebApp from the last fault until all of its invariants hold.
+The three columns after it split that time: "operator's part" until the invariants that are the
+operator's own work hold (observedGeneration current, the user's spec in its Deployment, one Deployment
+and Service, the registry right), "rolled out" until its Deployment is rolled out as well (the cluster's
+work: kube-controller-manager creates the ReplicaSet and pods, kube-scheduler binds them, kwok runs
+them), and "from last write" times convergence from the later of the last fault and the workload's last
+write to the WebApp, since the workload may still be writing after the last fault ("workload's last
+write" column, after the last fault). All are p99.
+
 This run: the %s form, %d scenarios, %v in all.%s
 
-| # | scenario | seed | live WebApps | faults injected | requests issued | invariant violations | converged after last fault p50 / p99 | operator restarts |
-|---|---|---|---|---|---|---|---|---|
+| # | scenario | seed | live WebApps | faults injected | requests issued | invariant violations | converged after last fault p50 / p99 | operator's part p99 | rolled out p99 | from last write p99 | workload's last write | operator restarts |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|
 `, form, len(sorted), took.Round(time.Second), sizeNote())
 	for _, r := range sorted {
-		fmt.Fprintf(&b, "| %d | %s | %d | %d | %d %s | %d | %d | %s / %s | %d |\n",
+		fmt.Fprintf(&b, "| %d | %s | %d | %d | %d %s | %d | %d | %s / %s | %s | %s | %s | %s | %d |\n",
 			r.Number, r.Scenario, r.Seed, r.Apps, r.Faults, r.FaultsWhat, r.Ops, r.Violations,
-			fmtDur(r.P50), fmtDur(r.P99), r.Restarts)
+			fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.AppliedP99), fmtDur(r.RolledOutP99), fmtDur(r.SinceWriteP99),
+			fmtSignedDur(r.WorkloadEnd), r.Restarts)
 	}
 	var notes []string
 	for _, r := range sorted {
@@ -72,6 +82,14 @@ func sizeNote() string {
 		return ""
 	}
 	return fmt.Sprintf(" Sizes were reduced to fit the time available: E2E_CHAOS_APPS=%s, every scenario with %s WebApps instead of the long form's 300 (200 for scenario 5).", n, n)
+}
+
+// fmtSignedDur is fmtDur for a time that may come before the last fault.
+func fmtSignedDur(d time.Duration) string {
+	if d < 0 {
+		return "-" + fmtDur(-d) + " (before)"
+	}
+	return fmtDur(d)
 }
 
 func fmtDur(d time.Duration) string {
