@@ -4,14 +4,18 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 )
@@ -143,6 +147,7 @@ func chaosAPIServerRestart() features.Feature {
 				if err != nil {
 					t.Fatal(err)
 				}
+				killed := time.Now()
 				time.Sleep(sc.jitter(time.Second, 5*time.Second)) // the schedule: how long it stays down
 				if err := c.start(spec); err != nil {
 					t.Fatal(err)
@@ -152,16 +157,20 @@ func chaosAPIServerRestart() features.Feature {
 				if err := waitAPIServerReady(ctx, cfg); err != nil {
 					t.Fatalf("after restarting %s: %v", name, err)
 				}
+				t.Logf("timeline: %s killed at %s, started at %s, the apiserver ready at %s",
+					name, killed.Format(timeOfDay), lastFault.Format(timeOfDay), time.Now().Format(timeOfDay))
 			}
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("timeline: the workload done at %s, %v after the last fault", time.Now().Format(timeOfDay), time.Since(lastFault).Round(100*time.Millisecond))
 			if _, err := sup.halt(ctx); err != nil {
 				t.Fatal(err)
 			}
 			sc.res.FaultsWhat = fmt.Sprintf("SIGKILLs (%s)", strings.Join(kills, ", "))
 			sc.res.Ops = r.issued.Load()
 			sc.converge(ctx, t, s.final, lastFault)
+			logRecoveryTimeline(ctx, t, cfg, sc.fleet, lastFault)
 			// The scenario broke the control plane: it ends only once the
 			// cluster works for the next feature as before.
 			if err := verifyClusterHealth(ctx, cfg); err != nil {
@@ -189,6 +198,64 @@ func chaosAPIServerRestart() features.Feature {
 		}).
 		Teardown(restoreAndRetire(&sc)).
 		Feature()
+}
+
+// timeOfDay formats the times of a scenario's timeline.
+const timeOfDay = "15:04:05.000"
+
+// logRecoveryTimeline logs, relative to lastFault, when the control
+// plane's leaders last acquired their Leases (a restarted
+// kube-controller-manager or kube-scheduler waits out its predecessor's)
+// and when the operator's last pass failed: where the minutes after an
+// outage go (docs/reliability.md).
+func logRecoveryTimeline(ctx context.Context, t *testing.T, cfg *envconf.Config, f *fleet, lastFault time.Time) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg.Client().RESTConfig())
+	if err != nil {
+		t.Logf("timeline: %v", err)
+		return
+	}
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || l.Spec.AcquireTime == nil {
+			t.Logf("timeline: %s Lease: %v", name, err)
+			continue
+		}
+		t.Logf("timeline: %s Lease acquired at %s (%v after the last fault), %d transitions",
+			name, l.Spec.AcquireTime.Format(timeOfDay), l.Spec.AcquireTime.Sub(lastFault).Round(100*time.Millisecond), ptr.Deref(l.Spec.LeaseTransitions, 0))
+	}
+	var last time.Time
+	var lastErr string
+	for _, inc := range f.all() {
+		at, msg := lastReconcilerError(inc.p.logPath)
+		if at.After(last) {
+			last, lastErr = at, msg
+		}
+	}
+	if !last.IsZero() {
+		t.Logf("timeline: the operator's last failed pass at %s (%v after the last fault): %s", last.Format(timeOfDay), last.Sub(lastFault).Round(100*time.Millisecond), lastErr)
+	}
+}
+
+// lastReconcilerError returns the time and error of the last "Reconciler
+// error" line of an operator's JSON log.
+func lastReconcilerError(path string) (time.Time, string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}, ""
+	}
+	var last time.Time
+	var msg string
+	for _, line := range strings.Split(string(b), "\n") {
+		var l struct {
+			Msg, Error string
+			TS         time.Time `json:"ts"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "Reconciler error" && l.TS.After(last) {
+			last, msg = l.TS, l.Error
+		}
+	}
+	return last, msg
 }
 
 // waitAPIServerReady polls the apiserver's /readyz until it answers ok.

@@ -66,9 +66,24 @@ func expectedNotReady(m appModel) (reason string, notReady bool) {
 	return "", false
 }
 
-// check returns every violation, and the apps that satisfy all of their
-// own invariants (for the time-to-converge figures).
-func (iv *invariants) check(ctx context.Context) (violations []string, convergedApps map[string]bool, err error) {
+// appProgress is how far a live WebApp got, for the figures that split
+// the time to converge between the operator and the cluster.
+type appProgress struct {
+	// applied: every invariant that is the operator's own work holds
+	// (observedGeneration current, the user's spec in its Deployment, one
+	// Deployment and Service, the registry right); what may be missing is
+	// the cluster's rollout (kube-controller-manager, kube-scheduler, kwok)
+	// and the Ready status that follows it.
+	applied bool
+	// rolledOut: its Deployment is rolled out (or it needs none).
+	rolledOut bool
+	// converged: all of its invariants hold.
+	converged bool
+}
+
+// check returns every violation, and how far each live app of the model
+// got (for the time-to-converge figures).
+func (iv *invariants) check(ctx context.Context) (violations []string, progress map[string]appProgress, err error) {
 	var apps webappv1.WebAppList
 	if err := iv.c.List(ctx, &apps, client.InNamespace(iv.ns)); err != nil {
 		return nil, nil, fmt.Errorf("listing WebApps in %s: %w", iv.ns, err)
@@ -88,6 +103,12 @@ func (iv *invariants) check(ctx context.Context) (violations []string, converged
 
 	bad := map[string][]string{} // app ("" for the namespace) -> violations
 	add := func(app, format string, args ...any) { bad[app] = append(bad[app], fmt.Sprintf(format, args...)) }
+	// The violations that wait on the cluster's rollout, kept apart for
+	// appProgress; they are violations all the same.
+	rollout, notRolledOut := map[string][]string{}, map[string]bool{}
+	addRollout := func(app, format string, args ...any) {
+		rollout[app] = append(rollout[app], fmt.Sprintf(format, args...))
+	}
 
 	live := map[string]*webappv1.WebApp{}
 	for i := range apps.Items {
@@ -102,7 +123,7 @@ func (iv *invariants) check(ctx context.Context) (violations []string, converged
 		case w.DeletionTimestamp != nil:
 			add(w.Name, "WebApp %s is Terminating (finalizers %v) though never deleted", w.Name, w.Finalizers)
 		default:
-			iv.checkApp(w, m, add)
+			iv.checkApp(w, m, add, addRollout)
 		}
 	}
 	for name, m := range iv.model {
@@ -169,28 +190,39 @@ func (iv *invariants) check(ctx context.Context) (violations []string, converged
 		case d == nil && !notReady:
 			add(name, "WebApp %s has no Deployment", name)
 		case d != nil && !notReady:
-			iv.checkDeployment(d, m, add)
+			if !iv.checkDeployment(d, m, add) {
+				notRolledOut[name] = true
+				addRollout(name, "Deployment %s not rolled out: %s", name, describeDeployment(d))
+			}
 		}
 		if svcs[name] == nil && !notReady {
 			add(name, "WebApp %s has no Service", name)
 		}
 	}
 
-	convergedApps = map[string]bool{}
+	progress = map[string]appProgress{}
 	for name, m := range iv.model {
-		if len(bad[name]) == 0 && !m.Deleted {
-			convergedApps[name] = true
+		if m.Deleted {
+			continue
 		}
+		p := appProgress{applied: len(bad[name]) == 0}
+		p.rolledOut = p.applied && !notRolledOut[name]
+		p.converged = p.applied && len(rollout[name]) == 0
+		progress[name] = p
 	}
 	for _, vs := range bad {
 		violations = append(violations, vs...)
 	}
+	for _, vs := range rollout {
+		violations = append(violations, vs...)
+	}
 	sort.Strings(violations)
-	return violations, convergedApps, nil
+	return violations, progress, nil
 }
 
-// checkApp checks a live WebApp's status.
-func (iv *invariants) checkApp(w *webappv1.WebApp, m appModel, add func(app, format string, args ...any)) {
+// checkApp checks a live WebApp's status; a WebApp that is not Ready is
+// reported through addRollout (it may be waiting for its Deployment).
+func (iv *invariants) checkApp(w *webappv1.WebApp, m appModel, add, addRollout func(app, format string, args ...any)) {
 	if w.Status.ObservedGeneration != w.Generation {
 		add(w.Name, "WebApp %s not converged: %s", w.Name, describeWebApp(w))
 		return
@@ -201,7 +233,7 @@ func (iv *invariants) checkApp(w *webappv1.WebApp, m appModel, add func(app, for
 	reason, notReady := expectedNotReady(m)
 	if !notReady {
 		if !meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady) || !w.Status.IsReady() || w.Status.ReadyReplicas != m.Replicas {
-			add(w.Name, "WebApp %s not Ready with %d replicas: %s", w.Name, m.Replicas, describeWebApp(w))
+			addRollout(w.Name, "WebApp %s not Ready with %d replicas: %s", w.Name, m.Replicas, describeWebApp(w))
 		}
 		return
 	}
@@ -211,13 +243,14 @@ func (iv *invariants) checkApp(w *webappv1.WebApp, m appModel, add func(app, for
 	}
 }
 
-// checkDeployment checks that the user's spec fields reached the Deployment.
-func (iv *invariants) checkDeployment(d *appsv1.Deployment, m appModel, add func(app, format string, args ...any)) {
+// checkDeployment checks that the user's spec fields reached the
+// Deployment, and reports whether it is rolled out.
+func (iv *invariants) checkDeployment(d *appsv1.Deployment, m appModel, add func(app, format string, args ...any)) (rolledOut bool) {
 	app := d.Name
 	cs := d.Spec.Template.Spec.Containers
 	if len(cs) != 1 {
 		add(app, "Deployment %s has %d containers", app, len(cs))
-		return
+		return deploymentRolledOut(d, m.Replicas)
 	}
 	if cs[0].Image != m.Image {
 		add(app, "Deployment %s image %s, the user's last write was %s (update lost)", app, cs[0].Image, m.Image)
@@ -238,9 +271,7 @@ func (iv *invariants) checkDeployment(d *appsv1.Deployment, m appModel, add func
 	if host != want {
 		add(app, "Deployment %s DATABASE_HOST=%q, want %q (dbRef %q)", app, host, want, m.DBRef)
 	}
-	if !deploymentRolledOut(d, m.Replicas) {
-		add(app, "Deployment %s not rolled out: %s", app, describeDeployment(d))
-	}
+	return deploymentRolledOut(d, m.Replicas)
 }
 
 func ptrs[T any, P interface {
@@ -256,25 +287,38 @@ func ptrs[T any, P interface {
 
 // convergence is how a scenario ended: the violations left at the
 // deadline (none when it converged) and, per app, how long after the
-// last fault it first satisfied its invariants.
+// last fault it first satisfied its invariants (perApp), the operator's
+// own part of them (applied) and its Deployment's rollout (rolledOut);
+// sinceWrite times convergence from the later of the last fault and the
+// workload's last write to the app.
 type convergence struct {
-	violations []string
-	perApp     []time.Duration
+	violations                 []string
+	perApp, applied, rolledOut []time.Duration
+	sinceWrite                 []time.Duration
 }
 
 // awaitConvergence polls the checker until no invariant is violated or
-// timeout passes, timing each app from lastFault.
-func (iv *invariants) awaitConvergence(ctx context.Context, lastFault time.Time, timeout time.Duration) (convergence, error) {
-	first := map[string]time.Duration{}
+// timeout passes, timing each app from lastFault. lastWrite, when not nil,
+// holds the time of the workload's last write to each app.
+func (iv *invariants) awaitConvergence(ctx context.Context, lastFault time.Time, lastWrite map[string]time.Time, timeout time.Duration) (convergence, error) {
+	first, applied, rolledOut := map[string]time.Duration{}, map[string]time.Duration{}, map[string]time.Duration{}
+	firstAt := map[string]time.Time{}
 	deadline := time.Now().Add(timeout)
 	var res convergence
 	for {
-		violations, ok, err := iv.check(ctx)
-		now := time.Since(lastFault)
+		violations, progress, err := iv.check(ctx)
+		at := time.Now()
+		now := at.Sub(lastFault)
 		if err == nil {
-			for app := range ok {
-				if _, seen := first[app]; !seen {
-					first[app] = now
+			for app, p := range progress {
+				if _, seen := applied[app]; !seen && p.applied {
+					applied[app] = now
+				}
+				if _, seen := rolledOut[app]; !seen && p.rolledOut {
+					rolledOut[app] = now
+				}
+				if _, seen := first[app]; !seen && p.converged {
+					first[app], firstAt[app] = now, at
 				}
 			}
 			res.violations = violations
@@ -294,11 +338,26 @@ func (iv *invariants) awaitConvergence(ctx context.Context, lastFault time.Time,
 		case <-time.After(pollInterval):
 		}
 	}
-	for _, d := range first {
-		res.perApp = append(res.perApp, d)
+	res.perApp, res.applied, res.rolledOut = sortedValues(first), sortedValues(applied), sortedValues(rolledOut)
+	since := map[string]time.Duration{}
+	for app, at := range firstAt {
+		from := lastFault
+		if w := lastWrite[app]; w.After(from) {
+			from = w
+		}
+		since[app] = at.Sub(from)
 	}
-	slices.Sort(res.perApp)
+	res.sinceWrite = sortedValues(since)
 	return res, nil
+}
+
+func sortedValues(m map[string]time.Duration) []time.Duration {
+	out := make([]time.Duration, 0, len(m))
+	for _, d := range m {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // percentile returns the p-th percentile (0..100) of sorted durations,

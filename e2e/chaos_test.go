@@ -71,8 +71,15 @@ type chaosResult struct {
 	Ops        int64  // requests the workload and fault injectors issued
 	Violations int
 	P50, P99   time.Duration
-	Restarts   int
-	Notes      string
+	// AppliedP99 is when the operator's own part of the invariants held
+	// (appProgress.applied), RolledOutP99 when the Deployments were rolled
+	// out, after the last fault; SinceWriteP99 times convergence from the
+	// later of the last fault and each app's last write; WorkloadEnd is
+	// the workload's last write, after the last fault (negative: before).
+	AppliedP99, RolledOutP99, SinceWriteP99 time.Duration
+	WorkloadEnd                             time.Duration
+	Restarts                                int
+	Notes                                   string
 }
 
 var (
@@ -93,6 +100,8 @@ type scenario struct {
 	c     client.Client // the suite's admin client, uncached
 	fleet *fleet
 	rng   *rand.Rand
+	// writes is when the scenario's runners last wrote each app.
+	writes writeLog
 }
 
 func newScenario(ctx context.Context, t *testing.T, cfg *envconf.Config, number int, title string, seed uint64) *scenario {
@@ -113,7 +122,7 @@ func newScenario(ctx context.Context, t *testing.T, cfg *envconf.Config, number 
 }
 
 func (sc *scenario) runner() *runner {
-	return &runner{c: sc.c, ns: sc.ns, workers: 4, deadline: 3 * time.Minute}
+	return &runner{c: sc.c, ns: sc.ns, workers: 4, deadline: 3 * time.Minute, writes: &sc.writes}
 }
 
 // jitter returns a random duration in [lo, hi) from the scenario's seed.
@@ -132,7 +141,8 @@ func (sc *scenario) converge(ctx context.Context, t *testing.T, model map[string
 		}
 	}
 	iv := newInvariants(sc.c, sc.ns, model)
-	conv, err := iv.awaitConvergence(ctx, lastFault, convergeDeadline())
+	lastWrite, workloadEnd := sc.writes.snapshot()
+	conv, err := iv.awaitConvergence(ctx, lastFault, lastWrite, convergeDeadline())
 	if err != nil {
 		t.Fatalf("checking the invariants: %v", err)
 	}
@@ -144,12 +154,20 @@ func (sc *scenario) converge(ctx context.Context, t *testing.T, model map[string
 	violations = append(violations, sc.fleet.checkLeaders(apps.Items)...)
 	sc.res.Violations = len(violations)
 	sc.res.P50, sc.res.P99 = percentile(conv.perApp, 50), percentile(conv.perApp, 99)
+	sc.res.AppliedP99, sc.res.RolledOutP99 = percentile(conv.applied, 99), percentile(conv.rolledOut, 99)
+	sc.res.SinceWriteP99 = percentile(conv.sinceWrite, 99)
+	if !workloadEnd.IsZero() {
+		sc.res.WorkloadEnd = workloadEnd.Sub(lastFault)
+	}
 	if r := sc.fleet.restarts(); r > sc.res.Restarts {
 		sc.res.Restarts = r
 	}
 	recordChaos(sc.res)
 	t.Logf("scenario %d: %d live WebApps, %d faults (%s), %d requests, converged p50 %v p99 %v after the last fault, %d operator restarts, %d violations",
 		sc.res.Number, sc.res.Apps, sc.res.Faults, sc.res.FaultsWhat, sc.res.Ops, sc.res.P50, sc.res.P99, sc.res.Restarts, len(violations))
+	t.Logf("scenario %d after the last fault: workload's last write %v; operator's part applied p50 %v p99 %v; Deployments rolled out p50 %v p99 %v; converged p99 %v from the later of the last fault and the app's last write",
+		sc.res.Number, sc.res.WorkloadEnd.Round(100*time.Millisecond), percentile(conv.applied, 50), sc.res.AppliedP99,
+		percentile(conv.rolledOut, 50), sc.res.RolledOutP99, sc.res.SinceWriteP99)
 	for i, v := range violations {
 		if i == 20 {
 			t.Errorf("... and %d more violations", len(violations)-20)

@@ -148,6 +148,40 @@ type runner struct {
 
 	issued  atomic.Int64 // requests sent, retries included
 	refused atomic.Int64 // requests that failed and were retried
+	// writes, when not nil, records when each app's operations succeeded.
+	writes *writeLog
+}
+
+// writeLog is when the workload last wrote each app (its last operation
+// on it succeeded): an app cannot converge to a write not yet made, so the
+// figures also time each app from the later of the last fault and this.
+type writeLog struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+	end  time.Time // the last write of all
+}
+
+func (w *writeLog) record(app string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last == nil {
+		w.last = map[string]time.Time{}
+	}
+	w.last[app] = at
+	if at.After(w.end) {
+		w.end = at
+	}
+}
+
+// snapshot returns a copy of the per-app times and the last write of all.
+func (w *writeLog) snapshot() (map[string]time.Time, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]time.Time, len(w.last))
+	for k, v := range w.last {
+		out[k] = v
+	}
+	return out, w.end
 }
 
 // run executes s.ops and returns the first operation that could not be
@@ -202,6 +236,9 @@ func (r *runner) do(ctx context.Context, op chaosOp) error {
 	})
 	if err != nil {
 		return fmt.Errorf("%s WebApp %s/%s: %w (last error: %v)", op.kind, r.ns, op.app, err, last)
+	}
+	if r.writes != nil {
+		r.writes.record(op.app, time.Now())
 	}
 	return nil
 }

@@ -151,7 +151,11 @@
 // (cluster-info/), every listable object but Secrets (resources.yaml), the
 // provider's component logs (logs/), the operator's logs (operator/), and
 // for each failed feature the objects of its namespace
-// (namespaces/<name>.yaml), taken before it is deleted.
+// (namespaces/<name>.yaml), taken before it is deleted. E2E_KEEP_ARTIFACTS=1
+// exports the same after a passing run too (but for the namespaces, which a
+// passing feature deletes), to read the logs of a run that passed: a chaos
+// measurement's kube-controller-manager, kube-scheduler, kwok and operator
+// logs, say.
 //
 // # Writing features
 //

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,10 @@ type Options struct {
 	ArtifactsDir string
 	// SetupTimeout bounds creating the cluster (default 10 minutes).
 	SetupTimeout time.Duration
+	// KeepArtifacts exports the artifacts after a passing run too
+	// (E2E_KEEP_ARTIFACTS=1), to read the component and operator logs of a
+	// run that passed, such as a chaos measurement.
+	KeepArtifacts bool
 }
 
 // OptionsFromEnv reads [Options] from the E2E_* variables, TOOLS_BIN and
@@ -98,6 +103,13 @@ func OptionsFromEnv() (Options, error) {
 		Kubeconfig:   os.Getenv("E2E_KUBECONFIG"),
 		KindBinary:   os.Getenv("KIND_BINARY"),
 		ArtifactsDir: os.Getenv("E2E_ARTIFACTS"),
+	}
+	if v := os.Getenv("E2E_KEEP_ARTIFACTS"); v != "" {
+		keep, err := strconv.ParseBool(v)
+		if err != nil {
+			return Options{}, fmt.Errorf("E2E_KEEP_ARTIFACTS=%q: want 1 or 0: %w", v, err)
+		}
+		o.KeepArtifacts = keep
 	}
 	if err := o.complete(); err != nil {
 		return Options{}, err
@@ -202,8 +214,9 @@ type Stage struct {
 	// Teardown runs exactly once, before the cluster is deleted: after the
 	// tests, after a failed setup and on SIGINT/SIGTERM, stages in reverse
 	// order. It must cope with a Setup that never ran or stopped halfway.
-	// failed says whether a test or the setup failed, so the stage can
-	// keep its own logs under [Harness.ArtifactsDir]. It reports its own
+	// failed says whether a test or the setup failed (or
+	// [Options.KeepArtifacts] asks for the artifacts anyway), so the stage
+	// can keep its own logs under [Harness.ArtifactsDir]. It reports its own
 	// errors: nothing may keep the cluster from being deleted.
 	Teardown func(ctx context.Context, failed bool)
 }
@@ -256,7 +269,7 @@ func (h *Harness) teardownStages(ctx context.Context) {
 	h.stagesDown.Do(func() {
 		for i := len(h.stages) - 1; i >= 0; i-- {
 			if td := h.stages[i].Teardown; td != nil {
-				td(ctx, h.failed.Load())
+				td(ctx, h.exportWanted())
 			}
 		}
 	})
@@ -461,11 +474,15 @@ func (h *Harness) recordResult(ctx context.Context, _ *envconf.Config, t *testin
 	return ctx, nil
 }
 
-// finish tears the stages down, exports artifacts if anything failed,
-// then deletes the cluster.
+// exportWanted says whether the artifacts are exported: after a failure,
+// or always with [Options.KeepArtifacts].
+func (h *Harness) exportWanted() bool { return h.failed.Load() || h.opts.KeepArtifacts }
+
+// finish tears the stages down, exports artifacts if anything failed (or
+// KeepArtifacts asks for them), then deletes the cluster.
 func (h *Harness) finish(ctx context.Context, _ *envconf.Config) (context.Context, error) {
 	h.teardownStages(ctx)
-	if h.failed.Load() {
+	if h.exportWanted() {
 		h.exportArtifacts(ctx)
 	}
 	return ctx, h.destroy(ctx)
@@ -494,7 +511,11 @@ func (h *Harness) exportArtifacts(ctx context.Context) {
 			fmt.Fprintf(os.Stderr, "e2e: artifacts: exporting %s logs: %v\n", h.opts.Provider, err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "e2e: something failed; artifacts are in %s\n", dir)
+	if h.failed.Load() {
+		fmt.Fprintf(os.Stderr, "e2e: something failed; artifacts are in %s\n", dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "e2e: E2E_KEEP_ARTIFACTS: artifacts are in %s\n", dir)
+	}
 }
 
 // dumpResources writes every listable object (custom resources included,

@@ -125,3 +125,28 @@ func TestFreePortIsOutsideTheEphemeralRange(t *testing.T) {
 		assert.Less(t, port, 32000, "port %d is in the range kwokctl takes its ports from (downwards from 32767)", port)
 	}
 }
+
+func TestOptionsFromEnvKeepArtifacts(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    bool
+		wantErr string
+	}{
+		{value: "", want: false},
+		{value: "1", want: true},
+		{value: "0", want: false},
+		{value: "yes please", wantErr: `E2E_KEEP_ARTIFACTS="yes please"`},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			t.Setenv("E2E_PROVIDER", "")
+			t.Setenv("E2E_KEEP_ARTIFACTS", tt.value)
+			o, err := OptionsFromEnv()
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, o.KeepArtifacts)
+		})
+	}
+}

@@ -25,6 +25,8 @@
 #   CLUSTER_WAIT          how long to wait for readiness (default: 180s)
 #   KUBE_APISERVER_PORT   fixed apiserver port (default: a free port kwokctl picks)
 #   TOOLS_BIN             directory with the binaries (default: last line of hack/tools.sh)
+#   KUBE_API_QPS, KUBE_API_BURST  kube-controller-manager's and kube-scheduler's client
+#                         rate limit (default: 200 and 400; see start_cluster)
 #   KWOK_METRICS_SERVER   1: also run metrics-server (from hack/metricsserver), so
 #                         `kubectl top` and HorizontalPodAutoscalers work; see below
 #
@@ -141,8 +143,19 @@ start_cluster() {
 		# The Service IP range is a /16: kube-apiserver's default /24 runs out
 		# after some 250 Services (make bench creates one per WebApp).
 		local config=$cluster_dir/$name.kwokctl.yaml
-		local ms_options="" ms_patches=""
+		local ms_options="" ms_patches="" kcm_hpa=""
+		# kube-controller-manager's and kube-scheduler's client rate limits
+		# (--kube-api-qps/--kube-api-burst) raised from their defaults
+		# (20/30 and 50/100), which are sized for small clusters, as large
+		# production control planes raise them: after an apiserver outage
+		# the controller manager has every ReplicaSet and pod the outage
+		# held back to create, and at 20 requests a second the chaos
+		# suite's 300 WebApps wait minutes for it (docs/reliability.md).
+		local kcm_qps=${KUBE_API_QPS:-200} kcm_burst=${KUBE_API_BURST:-400}
 		if metrics_server; then
+			kcm_hpa="
+  - key: horizontal-pod-autoscaler-sync-period
+    value: 5s"
 			# kwokctl adds kwok's resource metrics (kwok.x-k8s.io Metric
 			# /metrics/nodes/{nodeName}/metrics/resource) to the kwok
 			# controller and registers metrics-server's APIService from
@@ -163,10 +176,6 @@ start_cluster() {
     value: 10s
   - key: kubelet-request-timeout
     value: 5s
-- name: kube-controller-manager
-  extraArgs:
-  - key: horizontal-pod-autoscaler-sync-period
-    value: 5s
 - name: kwok-controller
   extraArgs:
   - key: node-ip
@@ -181,7 +190,19 @@ start_cluster() {
 			- name: kube-apiserver
 			  extraArgs:
 			  - key: service-cluster-ip-range
-			    value: 10.0.0.0/16$ms_patches
+			    value: 10.0.0.0/16
+			- name: kube-controller-manager
+			  extraArgs:
+			  - key: kube-api-qps
+			    value: "$kcm_qps"
+			  - key: kube-api-burst
+			    value: "$kcm_burst"$kcm_hpa
+			- name: kube-scheduler
+			  extraArgs:
+			  - key: kube-api-qps
+			    value: "$kcm_qps"
+			  - key: kube-api-burst
+			    value: "$kcm_burst"$ms_patches
 		EOF
 		local args=(
 			create cluster
