@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,19 +36,18 @@ func applyConfigStep(opts ...ownership.Option) widgetStep {
 
 // A ConfigMap by the name the Widget's step wants exists, created by
 // someone else without a controller. The pass must not take it over: it
-// stalls (no retry makes it adoptable), naming the object, and writes
-// nothing to it.
+// stalls (no retry with backoff makes it adoptable), naming the object,
+// and writes nothing to it; it looks again after StalledRecheck, and once
+// the ConfigMap's owner has deleted it, the step creates its own.
 func TestRefusedAdoptionStallsNamingTheObject(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}}, Steps: []widgetStep{applyConfigStep()}})
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-config", Namespace: f.req.Namespace},
 		Data: map[string]string{"k": "theirs"}}
 	require.NoError(t, env.Client.Create(f.ctx, theirs))
 
-	_, err := f.reconcile()
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, reconcile.TerminalError(nil)), "not retried: %v", err)
-	var refused *ownership.AdoptionRefusedError
-	assert.ErrorAs(t, err, &refused)
+	res, err := f.reconcile()
+	require.NoError(t, err, "stalled, re-checked after StalledRecheck, not a terminal error nothing would ever retry")
+	assert.Equal(t, reconciler.StalledRecheck, res.RequeueAfter)
 
 	w := f.get()
 	stalled := conditions.Get(w, conditions.Stalled)
@@ -65,6 +65,16 @@ func TestRefusedAdoptionStallsNamingTheObject(t *testing.T) {
 	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(theirs), live))
 	assert.Equal(t, theirs.ResourceVersion, live.ResourceVersion, "untouched")
 	assert.Empty(t, live.OwnerReferences)
+
+	// Its owner deletes it; the re-check creates the Widget's own.
+	require.NoError(t, env.Client.Delete(f.ctx, live))
+	require.Eventually(t, func() bool {
+		_, err := f.reconcile()
+		return err == nil && conditions.IsTrue(f.get(), conditions.Ready)
+	}, 20*time.Second, 100*time.Millisecond)
+	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(theirs), live))
+	assert.Equal(t, "v", live.Data["k"])
+	assert.True(t, metav1.IsControlledBy(live, f.get()), "%+v", live.OwnerReferences)
 }
 
 // With ownership.Adopt the step takes the same ConfigMap over.

@@ -262,7 +262,7 @@ func testAppliedGenerationIsJudged(t *testing.T, steps []widgetStep, image *stri
 	waitForCache(t, f, d)
 	res, err := f.reconcile()
 	require.NoError(t, err, "a failed rollout is not retried with backoff")
-	assert.Equal(t, reconciler.FailedRolloutRecheck, res.RequeueAfter, "only re-checked slowly (TestFailedRolloutIsRechecked)")
+	assert.Equal(t, reconciler.StalledRecheck, res.RequeueAfter, "only re-checked slowly (TestFailedRolloutIsRechecked)")
 	w = f.get()
 	stalled := conditions.Get(w, conditions.Stalled)
 	require.NotNil(t, stalled)

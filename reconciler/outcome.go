@@ -118,9 +118,11 @@ func (o Outcome) WithReason(reason string) Outcome {
 }
 
 // stallRefusedAdoption turns a step's Error outcome whose error is an
-// ownership.AdoptionRefusedError into Terminal with ReasonAdoptionRefused:
-// no retry makes the object adoptable, so the object is Stalled, and the
-// error, in its message, names the object. An *UndeclaredKindError, a bug
+// ownership.AdoptionRefusedError into Terminal with ReasonAdoptionRefused,
+// re-checked after [StalledRecheck]: no retry with backoff makes the object
+// adoptable, so the object is Stalled, and the error, in its message,
+// names the object; but its owner may delete it, and no event of a kind
+// the controller watches would say so. An *UndeclaredKindError, a bug
 // in the controller no retry fixes either, stalls it with
 // ReasonInvalidStep.
 func stallRefusedAdoption(o Outcome) Outcome {
@@ -129,7 +131,7 @@ func stallRefusedAdoption(o Outcome) Outcome {
 	switch {
 	case o.kind != kindError:
 	case errors.As(o.err, &refused):
-		return Terminal(ReasonAdoptionRefused, o.err)
+		return Terminal(ReasonAdoptionRefused, o.err).After(StalledRecheck)
 	case errors.As(o.err, &undeclared):
 		return Terminal(ReasonInvalidStep, o.err)
 	}

@@ -27,14 +27,15 @@ const (
 	ReasonFailed = "Failed"
 )
 
-// FailedRolloutRecheck is how long after a pass that found an owned object
-// Failed the reconciler looks at it again, watch event or not: a
-// Deployment's ProgressDeadlineExceeded heals by itself once, say, its
-// image can be pulled, and the event that says so may never reach the
-// controller (a predicate that drops status updates, a kind it does not
-// watch). Override it per step with s.Rollout(obj).After(d); After(0)
-// makes a Failed rollout purely terminal.
-const FailedRolloutRecheck = 5 * time.Minute
+// StalledRecheck is how long after a pass that stalled on something that
+// can heal without a change the controller watches the reconciler looks
+// again: an owned object kstatus judges Failed (a Deployment's
+// ProgressDeadlineExceeded heals once, say, its image can be pulled, and
+// the event may never reach the controller) and an object whose adoption
+// was refused (ReasonAdoptionRefused: once its owner deletes it, nothing
+// the controller watches says so). Override it per step with .After(d);
+// After(0) makes the stall purely terminal.
+const StalledRecheck = 5 * time.Minute
 
 // Rollout returns the outcome that obj's rollout calls for, as kstatus
 // (sigs.k8s.io/cli-utils/pkg/kstatus/status.Compute, the library Flux,
@@ -49,7 +50,7 @@ const FailedRolloutRecheck = 5 * time.Minute
 //     generation we applied is rolled out.
 //   - Failed (a Deployment's ProgressDeadlineExceeded, a failed Job): Terminal
 //     with kstatus's reason, so the object is Stalled instead of Reconciling
-//     forever, re-checked after [FailedRolloutRecheck] (or sooner, by a
+//     forever, re-checked after [StalledRecheck] (or sooner, by a
 //     watch event: the owned object changing, or the spec).
 //   - Terminating: Wait, reason Terminating.
 //
@@ -86,7 +87,7 @@ func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 				}
 			}
 		}
-		return Terminal(reason, errors.New(name+": "+msg)).After(FailedRolloutRecheck)
+		return Terminal(reason, errors.New(name+": "+msg)).After(StalledRecheck)
 	default:
 		return Error(fmt.Errorf("%s: status %s: %s", name, res.Status, res.Message))
 	}

@@ -20,14 +20,14 @@ import (
 
 // A rollout kstatus judges Failed (a Deployment's ProgressDeadlineExceeded)
 // stalls the object, and the pass asks to be run again after
-// FailedRolloutRecheck rather than returning a terminal error, which
+// StalledRecheck rather than returning a terminal error, which
 // controller-runtime never retries: the Deployment can recover by itself
 // (an image that becomes pullable), and the event that says so may never
 // reach the controller (a predicate dropping status updates). The pass the
 // requeue brings finds the recovery. After(0) on the outcome takes the
 // re-check back.
 func TestFailedRolloutIsRechecked(t *testing.T) {
-	recheck := reconciler.FailedRolloutRecheck
+	recheck := reconciler.StalledRecheck
 	var override *time.Duration
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&appsv1.Deployment{}}, Steps: []widgetStep{
 		{Name: "deployment", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
