@@ -14,7 +14,7 @@
 //   - run the steps in order on a private deep copy; each step returns an
 //     [Outcome] (Continue, Wait, Terminal, Error, with After for requeues)
 //     and may own a condition;
-//   - derive Ready (from the step conditions, via conditions.Summary),
+//   - derive Ready (from the step conditions, via conditions.ReadySummary),
 //     Reconciling and Stalled (kstatus) and status.observedGeneration;
 //   - write status once per pass, only if it changed, with an optimistic
 //     lock and a conflict retry that re-applies this pass's delta;

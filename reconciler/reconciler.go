@@ -126,7 +126,7 @@ type Options[T Object] struct {
 	// Schemas finds the schemas of owned custom resources for Scope.Apply
 	// (built-in kinds never need it). Default: read from the manager's API
 	// server, on first use.
-	Schemas *ownership.Schemas
+	Schemas *ownership.SchemaCache
 }
 
 // Reconciler is a typed, phased reconcile.Reconciler for T. Register it with
@@ -135,7 +135,7 @@ type Options[T Object] struct {
 //	ctrl.NewControllerManagedBy(mgr).For(&v1.WebApp{}).Owns(&appsv1.Deployment{}).Complete(r)
 type Reconciler[T Object] struct {
 	opts      Options[T]
-	summary   conditions.Summary
+	summary   conditions.ReadySummary
 	newObject func() T
 	// stalled and overdue feed reconcilekit_stalled_objects and
 	// reconcilekit_cleanup_overdue_objects.
@@ -176,7 +176,7 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 			if err != nil {
 				return nil, fmt.Errorf("reconciler: discovery client for owned custom resources' schemas: %w", err)
 			}
-			opts.Schemas = ownership.NewSchemas(d.OpenAPIV3())
+			opts.Schemas = ownership.NewSchemaCache(d.OpenAPIV3())
 		}
 	}
 	if opts.FieldManager == "" {
@@ -198,7 +198,7 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 			}
 		}
 	}
-	r.summary = conditions.NewSummary(ready...)
+	r.summary = conditions.NewReadySummary(ready...)
 	if err := validateReady(opts, ready); err != nil {
 		return nil, err
 	}
@@ -307,7 +307,7 @@ type Scope[T Object] struct {
 // it wrote. See ownership.Applier.Apply. A step that returns its
 // *ownership.AdoptionRefusedError as Error stalls the pass (Terminal, reason
 // ReasonAdoptionRefused): no retry makes the object adoptable.
-func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration, opts ...ownership.Option) (ownership.Operation, error) {
+func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration, opts ...ownership.ApplyOption) (ownership.ApplyResult, error) {
 	return s.applier.Apply(ctx, s.Object, desired, opts...)
 }
 
