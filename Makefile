@@ -104,11 +104,22 @@ vet: ## Run go vet in every module (with the e2e build tag, so e2e code is check
 	@$(call each-module,go vet -tags e2e ./...,$(MODULES) $(E2E_MODULE))
 
 .PHONY: lint
-lint: tools ## Run golangci-lint (every module).
+lint: tools ## Run golangci-lint (every module), the kube-api-linter, and the API compatibility check (api-check).
 	@$(call each-module,$(GOLANGCI_LINT) run --build-tags e2e ./...,$(MODULES) $(E2E_MODULE))
 	@failed=; for d in $(API_DIRS); do echo ">>> kube-api-linter $$d"; \
 		(cd "$$d" && $(GOLANGCI_KAL) run -c "$(CURDIR)/.golangci-kal.yml" ./...) || failed="$$failed $$d"; done; \
 		if [[ -n "$$failed" ]]; then echo "kube-api-linter failed in:$$failed" >&2; exit 1; fi
+	@$(MAKE) --no-print-directory api-check
+
+# The library's exported API against the committed snapshot (apidiff;
+# docs/compatibility.md, "The API check").
+.PHONY: api-check
+api-check: tools ## Fail on an incompatible change to the library's exported API (apidiff against hack/api/reconcilekit.export).
+	@bash hack/apicheck.sh check
+
+.PHONY: api-snapshot
+api-snapshot: tools ## Rewrite the exported API snapshot after an intended incompatible change (then add its CHANGELOG.md line).
+	@bash hack/apicheck.sh write
 
 ##@ Test
 

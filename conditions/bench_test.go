@@ -32,7 +32,7 @@ func BenchmarkSetNoChange(b *testing.B) {
 // BenchmarkSummaryApply measures deriving Ready from three True dependents
 // when Ready is already up to date.
 func BenchmarkSummaryApply(b *testing.B) {
-	s := conditions.NewSummary("Synced", "Available", "example.com/Backed-Up")
+	s := conditions.NewReadySummary("Synced", "Available", "example.com/Backed-Up")
 	w := widget(2)
 	for _, typ := range s.Dependents() {
 		if err := conditions.MarkTrue(w, typ, "R", "m"); err != nil {

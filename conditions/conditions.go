@@ -17,7 +17,7 @@ import (
 // kubectl, Flux and Argo CD read them.
 const (
 	// Ready is True when the object is fully reconciled and serving.
-	// [Summary.SetReady] computes it from the object's other conditions.
+	// [ReadySummary.SetReady] computes it from the object's other conditions.
 	Ready = "Ready"
 	// Reconciling is True while the controller is working towards the
 	// desired state (kstatus reports the object as InProgress).
@@ -37,7 +37,7 @@ type Getter interface {
 }
 
 // Setter is a [Getter] whose conditions can be replaced. Set, Mark*, Delete
-// and [Summary.SetReady] only ever call SetConditions with a fresh slice, never
+// and [ReadySummary.SetReady] only ever call SetConditions with a fresh slice, never
 // one that aliases the slice GetConditions returned, so a caller holding the
 // old slice (for a diff or a patch base) keeps seeing the old values.
 type Setter interface {

@@ -20,7 +20,7 @@
 //     LastTransitionTime only when the status flips, keeps a canonical
 //     order, and does not touch the object when nothing changed.
 //   - Ready set by hand in many branches drifts from the detailed
-//     conditions. A [Summary] declares what Ready depends on and computes it.
+//     conditions. A [ReadySummary] declares what Ready depends on and computes it.
 //
 // Every Set stamps ObservedGeneration with the object's generation, so
 // readers can tell a condition about the current spec from a stale one.
@@ -40,7 +40,7 @@
 // are otherwise False or absent. Set Reconciling=True while work is in
 // progress and Stalled=True when progress needs a change from a human (bad
 // spec, missing permission); Ready is then normally False or Unknown. Never
-// list them as Summary dependents: their polarity is the opposite of Ready's.
+// list them as ReadySummary dependents: their polarity is the opposite of Ready's.
 //
 // How the common tools read them:
 //

@@ -11,7 +11,7 @@ import (
 // Declare once what Ready depends on, mark the details in each pass, and
 // derive Ready last.
 func Example() {
-	readiness := conditions.NewSummary("Synced", "Available")
+	readiness := conditions.NewReadySummary("Synced", "Available")
 
 	w := &testv1.Widget{}
 	w.Generation = 3

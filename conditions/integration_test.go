@@ -44,7 +44,7 @@ func TestAPIServerAgreesWithValidation(t *testing.T) {
 		require.NoError(t, conditions.MarkTrue(w, prefix252+"/"+strings.Repeat("N", 63), strings.Repeat("R", 1024), "longest type"))
 		require.NoError(t, conditions.MarkUnknown(w, "example.com/Backed-Up.v2", "a", ""))
 		require.NoError(t, conditions.MarkTrue(w, conditions.Reconciling, "Progressing", ""))
-		require.NoError(t, conditions.NewSummary("Synced").SetReady(w))
+		require.NoError(t, conditions.NewReadySummary("Synced").SetReady(w))
 		require.Greater(t, len(long), 32768)
 
 		sent := w.DeepCopy()
@@ -59,7 +59,7 @@ func TestAPIServerAgreesWithValidation(t *testing.T) {
 		readBack := got.DeepCopy()
 		require.NoError(t, conditions.MarkFalse(&got, "Synced", "Odd_but:valid,Reason_", "%s", long))
 		require.NoError(t, conditions.MarkTrue(&got, conditions.Reconciling, "Progressing", ""))
-		require.NoError(t, conditions.NewSummary("Synced").SetReady(&got))
+		require.NoError(t, conditions.NewReadySummary("Synced").SetReady(&got))
 		assert.Equal(t, readBack.Status.Conditions, got.Status.Conditions)
 	})
 

@@ -8,10 +8,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Reasons written by [Summary.SetReady] on the Ready condition.
+// Reasons written by [ReadySummary.SetReady] on the Ready condition.
 const (
 	// ReasonSucceeded is Ready's reason when there are no dependents (unless
-	// replaced with [Summary.WithTrueReason]).
+	// replaced with [ReadySummary.WithReadyReason]).
 	ReasonSucceeded = "Succeeded"
 	// ReasonDependencyMissing is Ready's reason (status Unknown) when the
 	// first dependent that is not True is absent: the controller has not
@@ -19,34 +19,34 @@ const (
 	ReasonDependencyMissing = "DependencyMissing"
 )
 
-// Summary declares which conditions Ready depends on, like Knative's
+// ReadySummary declares which conditions Ready depends on, like Knative's
 // ConditionSet, so that Ready is derived in one place instead of being set by
 // hand in every branch of a reconciler (where it drifts from the details).
-// The zero value has no dependents. A Summary is immutable and safe to share,
+// The zero value has no dependents. A ReadySummary is immutable and safe to share,
 // typically as a package-level variable next to the condition type names.
-type Summary struct {
+type ReadySummary struct {
 	dependents  []string
 	trueReason  string
 	trueMessage string
 }
 
-// NewSummary returns a Summary whose Ready is True only when all dependents
+// NewReadySummary returns a ReadySummary whose Ready is True only when all dependents
 // are True. The order matters: when several dependents are not True, Ready
 // reports the first one, so list them in the order a user should fix them.
-// Ready, Reconciling and Stalled cannot be dependents ([Summary.SetReady]
+// Ready, Reconciling and Stalled cannot be dependents ([ReadySummary.SetReady]
 // returns an error): Ready would depend on itself, and the kstatus
 // conditions are abnormal-true, so "Ready needs Stalled=True" is never meant.
-func NewSummary(dependents ...string) Summary {
-	return Summary{dependents: slices.Clone(dependents)}
+func NewReadySummary(dependents ...string) ReadySummary {
+	return ReadySummary{dependents: slices.Clone(dependents)}
 }
 
 // Dependents returns a copy of the dependent condition types, in order.
-func (s Summary) Dependents() []string { return slices.Clone(s.dependents) }
+func (s ReadySummary) Dependents() []string { return slices.Clone(s.dependents) }
 
-// WithTrueReason returns a copy of s that, when every dependent is True,
+// WithReadyReason returns a copy of s that, when every dependent is True,
 // sets Ready with this reason and message instead of the last dependent's. The reason is validated by SetReady, like any other; an
 // empty reason restores the default.
-func (s Summary) WithTrueReason(reason, message string) Summary {
+func (s ReadySummary) WithReadyReason(reason, message string) ReadySummary {
 	s.trueReason, s.trueMessage = reason, message
 	return s
 }
@@ -57,7 +57,7 @@ func (s Summary) WithTrueReason(reason, message string) Summary {
 //   - All dependents True: Ready=True with the reason and message of the
 //     LAST dependent (the last fact established, for example "Available:
 //     3/3 replicas ready"), so Ready says what is ready; or the
-//     WithTrueReason override. No dependents: Ready=True, reason
+//     WithReadyReason override. No dependents: Ready=True, reason
 //     [ReasonSucceeded], empty message.
 //   - Otherwise Ready mirrors the FIRST dependent, in declared order, that is
 //     not True: status False if it is False, Unknown if it is Unknown;
@@ -74,7 +74,7 @@ func (s Summary) WithTrueReason(reason, message string) Summary {
 //     then call SetReady last.
 //   - Dependents with an invalid stored reason (written without Set) make
 //     SetReady fail, because Ready copies the reason.
-func (s Summary) SetReady(to Setter) error {
+func (s ReadySummary) SetReady(to Setter) error {
 	for _, d := range s.dependents {
 		if d == Ready || d == Reconciling || d == Stalled {
 			return fmt.Errorf("conditions: summary of %q on %s: %q cannot be a dependent of %q", Ready, describe(to), d, Ready)

@@ -18,7 +18,7 @@ func TestSummaryApply(t *testing.T) {
 	)
 	tests := []struct {
 		name        string
-		summary     conditions.Summary
+		summary     conditions.ReadySummary
 		existing    []metav1.Condition
 		wantStatus  metav1.ConditionStatus
 		wantReason  string
@@ -26,12 +26,12 @@ func TestSummaryApply(t *testing.T) {
 	}{
 		{
 			name:       "no dependents is Ready",
-			summary:    conditions.NewSummary(),
+			summary:    conditions.NewReadySummary(),
 			wantStatus: T, wantReason: conditions.ReasonSucceeded,
 		},
 		{
 			name:     "all dependents True",
-			summary:  conditions.NewSummary("Synced", "Available"),
+			summary:  conditions.NewReadySummary("Synced", "Available"),
 			existing: []metav1.Condition{cond("Synced", T, "Applied", "x"), cond("Available", T, "Up", "y")},
 			// Ready says what is ready: the last dependent, the last fact
 			// established (a rollout after the objects it rolls out).
@@ -39,49 +39,49 @@ func TestSummaryApply(t *testing.T) {
 		},
 		{
 			name:       "True reason and message overridden",
-			summary:    conditions.NewSummary("Synced").WithTrueReason("Serving", "listening on :443"),
+			summary:    conditions.NewReadySummary("Synced").WithReadyReason("Serving", "listening on :443"),
 			existing:   []metav1.Condition{cond("Synced", T, "Applied", "")},
 			wantStatus: T, wantReason: "Serving", wantMessage: "listening on :443",
 		},
 		{
 			name:       "override does not apply when not all True",
-			summary:    conditions.NewSummary("Synced").WithTrueReason("Serving", "listening"),
+			summary:    conditions.NewReadySummary("Synced").WithReadyReason("Serving", "listening"),
 			existing:   []metav1.Condition{cond("Synced", F, "ApplyFailed", "denied")},
 			wantStatus: F, wantReason: "ApplyFailed", wantMessage: "denied",
 		},
 		{
 			name:       "a False dependent makes Ready False with its reason and message",
-			summary:    conditions.NewSummary("Synced", "Available"),
+			summary:    conditions.NewReadySummary("Synced", "Available"),
 			existing:   []metav1.Condition{cond("Synced", T, "Applied", ""), cond("Available", F, "ReplicasUnavailable", "1/3 ready")},
 			wantStatus: F, wantReason: "ReplicasUnavailable", wantMessage: "1/3 ready",
 		},
 		{
 			name:       "an Unknown dependent makes Ready Unknown",
-			summary:    conditions.NewSummary("Synced", "Available"),
+			summary:    conditions.NewReadySummary("Synced", "Available"),
 			existing:   []metav1.Condition{cond("Synced", U, "Applying", "in flight"), cond("Available", T, "Up", "")},
 			wantStatus: U, wantReason: "Applying", wantMessage: "in flight",
 		},
 		{
 			name:       "first non-True in declared order wins over a later False",
-			summary:    conditions.NewSummary("Synced", "Available"),
+			summary:    conditions.NewReadySummary("Synced", "Available"),
 			existing:   []metav1.Condition{cond("Synced", U, "Applying", "in flight"), cond("Available", F, "Down", "no pods")},
 			wantStatus: U, wantReason: "Applying", wantMessage: "in flight",
 		},
 		{
 			name:       "declared order, not condition order, decides",
-			summary:    conditions.NewSummary("Zeta", "Alpha"),
+			summary:    conditions.NewReadySummary("Zeta", "Alpha"),
 			existing:   []metav1.Condition{cond("Alpha", F, "AlphaBroken", "a"), cond("Zeta", F, "ZetaBroken", "z")},
 			wantStatus: F, wantReason: "ZetaBroken", wantMessage: "z",
 		},
 		{
 			name:       "an absent dependent makes Ready Unknown and is named",
-			summary:    conditions.NewSummary("Synced", "Available"),
+			summary:    conditions.NewReadySummary("Synced", "Available"),
 			existing:   []metav1.Condition{cond("Synced", T, "Applied", "")},
 			wantStatus: U, wantReason: conditions.ReasonDependencyMissing, wantMessage: `condition "Available" has not been reported yet`,
 		},
 		{
 			name:       "a previous Ready is replaced",
-			summary:    conditions.NewSummary("Synced"),
+			summary:    conditions.NewReadySummary("Synced"),
 			existing:   []metav1.Condition{cond(conditions.Ready, T, "Succeeded", ""), cond("Synced", F, "ApplyFailed", "denied")},
 			wantStatus: F, wantReason: "ApplyFailed", wantMessage: "denied",
 		},
@@ -111,7 +111,7 @@ func TestSummaryApplyRejectsKstatusDependents(t *testing.T) {
 		t.Run(dep, func(t *testing.T) {
 			w := widget(1, cond(dep, metav1.ConditionTrue, "R", ""))
 			before := w.DeepCopy()
-			err := conditions.NewSummary("Synced", dep).SetReady(w)
+			err := conditions.NewReadySummary("Synced", dep).SetReady(w)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), dep)
 			assert.Equal(t, before, w)
@@ -121,7 +121,7 @@ func TestSummaryApplyRejectsKstatusDependents(t *testing.T) {
 
 func TestSummaryApplyReportsInvalidTrueReason(t *testing.T) {
 	w := widget(1)
-	err := conditions.NewSummary().WithTrueReason("not valid", "").SetReady(w)
+	err := conditions.NewReadySummary().WithReadyReason("not valid", "").SetReady(w)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "reason")
 	assert.Nil(t, w.Status.Conditions)
@@ -129,7 +129,7 @@ func TestSummaryApplyReportsInvalidTrueReason(t *testing.T) {
 
 func TestSummaryDependentsIsACopy(t *testing.T) {
 	deps := []string{"Synced", "Available"}
-	s := conditions.NewSummary(deps...)
+	s := conditions.NewReadySummary(deps...)
 	deps[0] = "Changed"
 	got := s.Dependents()
 	assert.Equal(t, []string{"Synced", "Available"}, got)

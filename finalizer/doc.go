@@ -14,7 +14,7 @@
 // finalizers list, locked to obj's resourceVersion, and re-read and retry on
 // conflict, so nothing another writer did is lost. The re-read must see the
 // apiserver, not a cache that has not caught up with the write that caused
-// the conflict: pass [APIReader] with mgr.GetAPIReader() when the client is
+// the conflict: pass [WithAPIReader] with mgr.GetAPIReader() when the client is
 // the manager's.
 //
 // Objects deleted too early. A finalizer added to an object that is already
@@ -29,6 +29,6 @@
 // silently. In a hand-written reconciler: if the object has no
 // deletionTimestamp, call [Ensure] before creating anything that needs
 // cleanup, e.g.
-// finalizer.Ensure(ctx, mgr.GetClient(), obj, name, finalizer.APIReader(mgr.GetAPIReader()));
+// finalizer.Ensure(ctx, mgr.GetClient(), obj, name, finalizer.WithAPIReader(mgr.GetAPIReader()));
 // otherwise clean up, idempotently, and then call [Remove].
 package finalizer

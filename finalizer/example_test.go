@@ -20,7 +20,7 @@ func Example() {
 	const name = "apps.example.com/cleanup"
 
 	// While the object lives: make sure deleting it waits for cleanup.
-	// With a manager's client, also pass finalizer.APIReader(mgr.GetAPIReader()).
+	// With a manager's client, also pass finalizer.WithAPIReader(mgr.GetAPIReader()).
 	added, err := finalizer.Ensure(ctx, c, cm, name)
 	fmt.Println("finalizer added:", added, err)
 

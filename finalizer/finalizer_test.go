@@ -149,7 +149,7 @@ func TestEnsureAndRemoveKeepConcurrentWrites(t *testing.T) {
 	testenv.Require(t)
 	ns := env.Namespace(t)
 	mgr := env.StartManager(t)
-	reader := finalizer.APIReader(mgr.APIReader)
+	reader := finalizer.WithAPIReader(mgr.APIReader)
 	for _, m := range meddlers {
 		t.Run("Ensure after "+m.name, func(t *testing.T) {
 			stale := create(t, ns)
@@ -199,7 +199,7 @@ func TestConcurrentWritersFromOneSnapshot(t *testing.T) {
 		for _, name := range names {
 			obj := snapshot.DeepCopy()
 			wg.Go(func() {
-				changed, err := op(ctxFor(t), m.Client, obj, name, finalizer.APIReader(m.APIReader))
+				changed, err := op(ctxFor(t), m.Client, obj, name, finalizer.WithAPIReader(m.APIReader))
 				assert.NoError(t, err, name)
 				assert.True(t, changed, name)
 			})
@@ -226,7 +226,7 @@ func TestEnsureAddsNothingToADeletingObject(t *testing.T) {
 	require.NotNil(t, fresh.DeletionTimestamp)
 
 	for name, obj := range map[string]*testv1.Widget{"cached copy": fresh, "stale copy": stale} {
-		changed, err := finalizer.Ensure(ctxFor(t), m.Client, obj, ours, finalizer.APIReader(m.APIReader))
+		changed, err := finalizer.Ensure(ctxFor(t), m.Client, obj, ours, finalizer.WithAPIReader(m.APIReader))
 		require.NoError(t, err, name)
 		assert.False(t, changed, name)
 		assert.Equal(t, []string{other}, get(t, w).Finalizers, name)
@@ -238,7 +238,7 @@ func TestRemove(t *testing.T) {
 	testenv.Require(t)
 	ns := env.Namespace(t)
 	m := env.StartManager(t)
-	reader := finalizer.APIReader(m.APIReader)
+	reader := finalizer.WithAPIReader(m.APIReader)
 
 	t.Run("last finalizer of a live object", func(t *testing.T) {
 		w := create(t, ns, ours)
@@ -329,7 +329,7 @@ func TestConflictRetriesReadTheAPIReader(t *testing.T) {
 		r := &countingReader{Reader: m.APIReader}
 
 		obj := old.DeepCopy()
-		changed, err := finalizer.Ensure(ctxFor(t), c, obj, ours, finalizer.APIReader(r))
+		changed, err := finalizer.Ensure(ctxFor(t), c, obj, ours, finalizer.WithAPIReader(r))
 		require.NoError(t, err)
 		assert.True(t, changed)
 		check(t, counted, cacheGets, r)
@@ -345,7 +345,7 @@ func TestConflictRetriesReadTheAPIReader(t *testing.T) {
 		c, counted, cacheGets := frozen(m, old)
 		r := &countingReader{Reader: m.APIReader}
 
-		changed, err := finalizer.Remove(ctxFor(t), c, old.DeepCopy(), ours, finalizer.APIReader(r))
+		changed, err := finalizer.Remove(ctxFor(t), c, old.DeepCopy(), ours, finalizer.WithAPIReader(r))
 		require.NoError(t, err)
 		assert.True(t, changed)
 		check(t, counted, cacheGets, r)
@@ -383,7 +383,7 @@ func TestConflictWithoutAReaderSendsNoDoomedPatch(t *testing.T) {
 			require.Error(t, err)
 			assert.False(t, changed)
 			assert.True(t, apierrors.IsConflict(err), "the caller sees the 409 and requeues: %v", err)
-			assert.ErrorContains(t, err, "pass finalizer.APIReader")
+			assert.ErrorContains(t, err, "pass finalizer.WithAPIReader")
 			assert.Equal(t, 1, counted.Count(reconcilertest.Patch, "Widget"), "no patch from a copy known to conflict: %v", counted.MutatingRequests())
 			assert.Equal(t, int32(retry.DefaultRetry.Steps-1), cacheGets.Load(), "every retry re-read")
 			assert.Equal(t, tt.finalizers, get(t, old).Finalizers, "nothing was written")

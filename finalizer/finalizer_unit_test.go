@@ -111,7 +111,7 @@ func TestConflictReReadsTheReader(t *testing.T) {
 	t.Run("with a reader", func(t *testing.T) {
 		patches, cacheGets = 0, 0
 		obj := old.DeepCopy()
-		changed, err := Ensure(ctx, cache, obj, ours, APIReader(server))
+		changed, err := Ensure(ctx, cache, obj, ours, WithAPIReader(server))
 		require.NoError(t, err)
 		assert.True(t, changed)
 		assert.Equal(t, 2, patches)
@@ -130,13 +130,13 @@ func TestConflictReReadsTheReader(t *testing.T) {
 		assert.True(t, apierrors.IsConflict(err), "%v", err)
 		assert.Equal(t, 1, patches, "no patch from a copy older than the one that conflicted")
 	})
-	t.Run("APIReader(nil) is no option", func(t *testing.T) {
+	t.Run("WithAPIReader(nil) is no option", func(t *testing.T) {
 		patches, cacheGets = 0, 0
-		_, err := Remove(ctx, cache, old.DeepCopy(), other, APIReader(nil))
+		_, err := Remove(ctx, cache, old.DeepCopy(), other, WithAPIReader(nil))
 		assert.NoError(t, err, "old lists no %s: nothing to do", other)
 		obj := old.DeepCopy()
 		obj.Finalizers = []string{other}
-		_, err = Remove(ctx, cache, obj, other, APIReader(nil))
+		_, err = Remove(ctx, cache, obj, other, WithAPIReader(nil))
 		assert.True(t, apierrors.IsConflict(err), "%v", err)
 		assert.Equal(t, retry.DefaultRetry.Steps-1, cacheGets, "re-read through the client")
 	})

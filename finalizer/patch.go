@@ -23,18 +23,18 @@ type options struct {
 	reader client.Reader
 }
 
-// APIReader makes [Ensure] and [Remove] read the object through r, which
+// WithAPIReader makes [Ensure] and [Remove] read the object through r, which
 // should read the apiserver directly (mgr.GetAPIReader()), instead of
 // through their client: after a 409 Conflict, and first when obj has no
 // resourceVersion. Pass it whenever the client reads from the manager's
 // cache (mgr.GetClient()): a cache that has not yet seen the write that
 // caused the conflict returns the very copy that conflicted, so re-reading
-// through it cannot make progress. APIReader(nil) is the same as no option.
+// through it cannot make progress. WithAPIReader(nil) is the same as no option.
 //
 // Without it, reads go through the client. That is right for an uncached
 // client; with a cache that trails the apiserver, see the caveat on the
 // conflict in [Ensure].
-func APIReader(r client.Reader) Option {
+func WithAPIReader(r client.Reader) Option {
 	return func(o *options) { o.reader = r }
 }
 
@@ -47,7 +47,7 @@ func APIReader(r client.Reader) Option {
 //     obj's resourceVersion (an optimistic lock). Spec, status and other
 //     controllers' finalizers are never overwritten, even when obj is stale:
 //     a stale obj makes the server answer 409 Conflict, and Ensure re-reads
-//     the object — through the reader given with [APIReader], else through
+//     the object — through the reader given with [WithAPIReader], else through
 //     c — and tries again (retry.RetryOnConflict with retry.DefaultRetry).
 //   - A patch that must fail is never sent: when a re-read returns the
 //     resourceVersion that just conflicted, or an older one (a cache that has
@@ -70,7 +70,7 @@ func APIReader(r client.Reader) Option {
 //   - Unsaved in-memory edits to obj are lost when Ensure writes or re-reads:
 //     call it before mutating obj, or persist those edits first.
 //   - A NotFound error is returned wrapped; use client.IgnoreNotFound.
-//   - When c reads from a cache, pass [APIReader] (mgr.GetAPIReader()).
+//   - When c reads from a cache, pass [WithAPIReader] (mgr.GetAPIReader()).
 //     Without it, a conflict is resolved only if the cache catches up within
 //     retry.DefaultRetry's few milliseconds; otherwise Ensure returns the
 //     Conflict error (apierrors.IsConflict), having sent one patch, and the
@@ -99,7 +99,7 @@ func Ensure(ctx context.Context, c client.Client, obj client.Object, name string
 //   - The same patch and retry discipline as [Ensure]: only
 //     metadata.finalizers is written, with an optimistic lock, so spec,
 //     status and other controllers' finalizers survive even a stale obj;
-//     conflicts are re-read through the [APIReader] reader if one is given.
+//     conflicts are re-read through the [WithAPIReader] reader if one is given.
 //   - The object being gone (NotFound, or replaced by a new object with the
 //     same name and another UID) is not an error: its finalizer is gone too,
 //     so Remove returns (false, nil).
@@ -110,7 +110,7 @@ func Ensure(ctx context.Context, c client.Client, obj client.Object, name string
 //   - Unsaved in-memory edits to obj are lost when Remove writes or re-reads.
 //   - name only has to be a qualified name, not a domain-qualified one, so
 //     that legacy unqualified finalizers can still be cleaned up.
-//   - When c reads from a cache, pass [APIReader], as for [Ensure].
+//   - When c reads from a cache, pass [WithAPIReader], as for [Ensure].
 func Remove(ctx context.Context, c client.Client, obj client.Object, name string, opts ...Option) (changed bool, err error) {
 	return remove(ctx, c, obj, []string{name}, opts)
 }
@@ -185,7 +185,7 @@ func patchFinalizers(ctx context.Context, c client.Client, obj client.Object, op
 			if conflict != nil && notNewer(obj.GetResourceVersion(), conflicted) {
 				// Still a conflict (so RetryOnConflict reads again), and
 				// the final error if the reader never catches up.
-				return fmt.Errorf("re-read resourceVersion %s after resourceVersion %s conflicted: the reader trails the apiserver (a cache? pass finalizer.APIReader): %w",
+				return fmt.Errorf("re-read resourceVersion %s after resourceVersion %s conflicted: the reader trails the apiserver (a cache? pass finalizer.WithAPIReader): %w",
 					obj.GetResourceVersion(), conflicted, conflict)
 			}
 		}

@@ -16,7 +16,8 @@
 # its git clone). It is keyed on its own: a stamp next to the binary records a
 # hash of hack/tools/lint/go.sum, and a different hash rebuilds that binary only
 # (about a minute), never the control plane. helm is built the same way from
-# hack/helmtool, and metrics-server from hack/metricsserver.
+# hack/helmtool, metrics-server from hack/metricsserver and apidiff from
+# hack/apidifftool.
 #
 # Usage: hack/tools.sh          build what is missing, print the bin directory
 #        hack/tools.sh --dir    print the bin directory, build nothing
@@ -134,6 +135,10 @@ build_keyed_tool golangci-lint-kal "$here/tools/lint" .
 # version is the one that module pins.
 helm_version=$(awk '$1 == "helm.sh/helm/v4" {print $2} $1 == "require" && $2 == "helm.sh/helm/v4" {print $3}' "$here/helmtool/go.mod")
 build_keyed_tool helm "$here/helmtool" helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$helm_version"
+
+# apidiff, for the API compatibility check in make lint (hack/apicheck.sh).
+# Keyed on hack/apidifftool/go.sum; its version is the one that module pins.
+build_keyed_tool apidiff "$here/apidifftool" golang.org/x/exp/cmd/apidiff
 
 # metrics-server, for clusters that hack/cluster.sh starts with
 # KWOK_METRICS_SERVER=1 (the HorizontalPodAutoscaler e2e assessment). Keyed on

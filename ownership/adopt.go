@@ -18,7 +18,7 @@ import (
 // when the name cannot come from a user who may create owners but not the
 // object itself: with a name taken from the owner's spec, Adopt lets that
 // user take over, and then delete, an object they do not own.
-func Adopt() Option {
+func Adopt() ApplyOption {
 	return func(o *options) { o.adopt = true }
 }
 

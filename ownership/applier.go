@@ -64,26 +64,26 @@ type Applier struct {
 	// Schemas finds the schema of owned objects in the API server's
 	// OpenAPI v3 documents. Custom resources need it; built-in kinds fall
 	// back to client-go's compiled-in schemas without it, at about 1 MiB of
-	// heap (see Schemas). A reconciler.Reconciler sets it from its manager.
-	Schemas *Schemas
+	// heap (see [SchemaCache]). A reconciler.Reconciler sets it from its manager.
+	Schemas *SchemaCache
 }
 
-// Operation says what Apply did.
-type Operation string
+// ApplyResult says what Apply did.
+type ApplyResult string
 
 const (
 	// Created means the API server had no such object and the apply
 	// created it.
-	Created Operation = "Created"
+	Created ApplyResult = "Created"
 	// Updated means the live object had drifted (or the desired
 	// configuration changed) and was applied.
-	Updated Operation = "Updated"
+	Updated ApplyResult = "Updated"
 	// Unchanged means the live object already matched; nothing was written.
-	Unchanged Operation = "Unchanged"
+	Unchanged ApplyResult = "Unchanged"
 )
 
-// Option adjusts one Apply call.
-type Option func(*options)
+// ApplyOption adjusts one Apply call.
+type ApplyOption func(*options)
 
 type options struct {
 	ignore []string
@@ -105,7 +105,7 @@ type options struct {
 // owns it (an HPA takes ownership of spec.replicas when it scales).
 // metadata.name, metadata.namespace, metadata.ownerReferences, apiVersion
 // and kind cannot be ignored.
-func IgnoreFields(paths ...string) Option {
+func IgnoreFields(paths ...string) ApplyOption {
 	return func(o *options) { o.ignore = append(o.ignore, paths...) }
 }
 
@@ -166,7 +166,7 @@ func IgnoreFields(paths ...string) Option {
 //     CRD schema, a value changed by a mutating webhook) can never match, so
 //     every pass writes; Apply logs this at the point of the write via the
 //     logger in ctx.
-func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, opts ...Option) (Operation, error) {
+func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, opts ...ApplyOption) (ApplyResult, error) {
 	if err := a.validate(); err != nil {
 		return "", err
 	}
@@ -261,7 +261,7 @@ func (a *Applier) read(ctx context.Context, r client.Reader, gvk schema.GroupVer
 
 // write applies j.config over live (nil: the object does not exist) if
 // live may be taken and has drifted.
-func (a *Applier) write(ctx context.Context, j judge, live client.Object) (Operation, error) {
+func (a *Applier) write(ctx context.Context, j judge, live client.Object) (ApplyResult, error) {
 	if live == nil {
 		answer, err := a.send(ctx, j, "")
 		if err != nil {

@@ -78,8 +78,8 @@ func setup(t *testing.T) *fixture {
 	return f
 }
 
-func schemas() *ownership.Schemas {
-	return ownership.NewSchemas(discovery.NewDiscoveryClientForConfigOrDie(env.Config).OpenAPIV3())
+func schemas() *ownership.SchemaCache {
+	return ownership.NewSchemaCache(discovery.NewDiscoveryClientForConfigOrDie(env.Config).OpenAPIV3())
 }
 
 // empty returns a new, empty object of obj's type to read into.
@@ -199,7 +199,7 @@ func (f *fixture) widget(t *testing.T, name string) *testv1.Widget {
 }
 
 // apply applies desired and requires success.
-func (f *fixture) apply(t *testing.T, desired runtime.ApplyConfiguration, opts ...ownership.Option) ownership.Operation {
+func (f *fixture) apply(t *testing.T, desired runtime.ApplyConfiguration, opts ...ownership.ApplyOption) ownership.ApplyResult {
 	t.Helper()
 	op, err := f.a.Apply(f.ctx, f.owner, desired, opts...)
 	require.NoError(t, err)
@@ -209,7 +209,7 @@ func (f *fixture) apply(t *testing.T, desired runtime.ApplyConfiguration, opts .
 // requireUnchanged waits until the cache has caught up with the apiserver's
 // copy of desired's object, then applies desired and requires that nothing
 // was written.
-func (f *fixture) requireUnchanged(t *testing.T, desired runtime.ApplyConfiguration, opts ...ownership.Option) {
+func (f *fixture) requireUnchanged(t *testing.T, desired runtime.ApplyConfiguration, opts ...ownership.ApplyOption) {
 	t.Helper()
 	f.waitForCache(t, f.objectOf(t, desired))
 	f.c.Reset()
@@ -223,7 +223,7 @@ func (f *fixture) requireUnchanged(t *testing.T, desired runtime.ApplyConfigurat
 // has it, or Apply finds it through its APIReader: Unchanged, no mutating
 // request, whatever the informer's timing. The second branch is then also
 // taken deterministically, through a cache that has not seen the object.
-func (f *fixture) applyAgainAtOnce(t *testing.T, written string, desired func() runtime.ApplyConfiguration, opts ...ownership.Option) {
+func (f *fixture) applyAgainAtOnce(t *testing.T, written string, desired func() runtime.ApplyConfiguration, opts ...ownership.ApplyOption) {
 	t.Helper()
 	require.NotEmpty(t, written)
 	obj := f.objectOf(t, desired())
@@ -714,7 +714,7 @@ func TestApplyReportsWhatTheServerDid(t *testing.T) {
 	// sees what this test writes.
 	lagging := reconcilertest.NewClient(f.m.Client, reconcilertest.WithCacheLag(f.m.Cache, cachelag.Lag{Kind: "ConfigMap", Delay: time.Hour}))
 	a := &ownership.Applier{Client: lagging, APIReader: f.reader, Scheme: env.Scheme, FieldManager: manager, Schemas: f.a.Schemas}
-	apply := func(data map[string]string) ownership.Operation {
+	apply := func(data map[string]string) ownership.ApplyResult {
 		t.Helper()
 		lagging.Reset()
 		op, err := a.Apply(f.ctx, f.owner, configMap("cfg", data))
@@ -756,7 +756,7 @@ func TestApplyRefusesInvalidDesired(t *testing.T) {
 		name    string
 		owner   client.Object
 		desired runtime.ApplyConfiguration
-		opts    []ownership.Option
+		opts    []ownership.ApplyOption
 		wantErr []string
 	}{
 		{"another namespace", f.owner, corev1ac.ConfigMap("cfg", "default"), nil, []string{"metadata.namespace", f.ns}},
@@ -764,7 +764,7 @@ func TestApplyRefusesInvalidDesired(t *testing.T) {
 		{"no name", f.owner, configMap("", nil), nil, []string{"metadata.name"}},
 		{"owner not read from the server", &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "unsaved", Namespace: f.ns}},
 			configMap("cfg", nil), nil, []string{"UID"}},
-		{"identity ignored", f.owner, configMap("cfg", nil), []ownership.Option{ownership.IgnoreFields("metadata.name")}, []string{"metadata.name"}},
+		{"identity ignored", f.owner, configMap("cfg", nil), []ownership.ApplyOption{ownership.IgnoreFields("metadata.name")}, []string{"metadata.name"}},
 		{"nil desired", f.owner, nil, nil, []string{"nil"}},
 		{"no apiVersion or kind", f.owner, &corev1ac.ConfigMapApplyConfiguration{}, nil, []string{"apiVersion"}},
 	}

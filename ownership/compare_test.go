@@ -529,7 +529,7 @@ func (f *failingOpenAPI) Paths() (map[string]openapi.GroupVersion, error) {
 // apiserver restarting).
 func TestUnreadableSchemaFallsBackOnce(t *testing.T) {
 	api := &failingOpenAPI{}
-	a := &Applier{Schemas: NewSchemas(api)}
+	a := &Applier{Schemas: NewSchemaCache(api)}
 	now := time.Now()
 	a.Schemas.now = func() time.Time { return now }
 	for range 3 {

@@ -98,7 +98,7 @@ func reachable(s *smdschema.Schema, root smdschema.TypeRef) *smdschema.Schema {
 	return out
 }
 
-// Schemas finds the schema of a kind as the API server publishes it in its
+// SchemaCache finds the schema of a kind as the API server publishes it in its
 // OpenAPI v3 document: custom resources, whose schema is their CRD's (with
 // the +listType, +listMapKey and +mapType markers that decide how
 // server-side apply merges them), and built-in kinds, for which it is the
@@ -128,7 +128,7 @@ func reachable(s *smdschema.Schema, root smdschema.TypeRef) *smdschema.Schema {
 // minute: meanwhile built-in kinds use client-go's compiled-in schema, and
 // custom resources get that error at once rather than a wait per Apply.
 // Safe for concurrent use; set Timeout before first use.
-type Schemas struct {
+type SchemaCache struct {
 	// Timeout bounds one fetch of a group version's document (two
 	// requests). Zero means DefaultSchemaTimeout.
 	Timeout time.Duration
@@ -142,8 +142,8 @@ type Schemas struct {
 	failed  map[schema.GroupVersion]failure
 }
 
-// DefaultSchemaTimeout is how long Schemas waits for a group version's
-// OpenAPI v3 document unless Schemas.Timeout says otherwise. A healthy API
+// DefaultSchemaTimeout is how long a SchemaCache waits for a group version's
+// OpenAPI v3 document unless SchemaCache.Timeout says otherwise. A healthy API
 // server answers in well under a second, also for the largest group.
 const DefaultSchemaTimeout = 10 * time.Second
 
@@ -152,7 +152,7 @@ const schemaRetryAfter = time.Minute
 
 // flight is one fetch of a group version's document, shared by the
 // lookups waiting for it. Its fields are written before done is closed,
-// waiters and abandoned under Schemas.mu.
+// waiters and abandoned under SchemaCache.mu.
 type flight struct {
 	done      chan struct{}
 	conv      managedfields.TypeConverter
@@ -168,12 +168,12 @@ type failure struct {
 	until time.Time
 }
 
-// NewSchemas returns Schemas that read the API server's OpenAPI v3
+// NewSchemaCache returns a SchemaCache that read the API server's OpenAPI v3
 // documents through c, e.g.
 // discovery.NewDiscoveryClientForConfigOrDie(cfg).OpenAPIV3(). Requests
 // carry the caller's context when c supports it (client-go's does).
-func NewSchemas(c openapi.Client) *Schemas {
-	return &Schemas{
+func NewSchemaCache(c openapi.Client) *SchemaCache {
+	return &SchemaCache{
 		client:  openapi.ToClientWithContext(c),
 		now:     time.Now,
 		flights: map[schema.GroupVersion]*flight{},
@@ -186,7 +186,7 @@ var errNoSchema = errors.New("no schema")
 
 // lookup returns gvk's schema from the API server, fetching its group
 // version's document unless the kind was seen before.
-func (s *Schemas) lookup(ctx context.Context, gvk schema.GroupVersionKind) (*typeSchema, error) {
+func (s *SchemaCache) lookup(ctx context.Context, gvk schema.GroupVersionKind) (*typeSchema, error) {
 	if ts, ok := s.kinds.Load(gvk); ok {
 		return ts.(*typeSchema), nil
 	}
@@ -214,7 +214,7 @@ func (s *Schemas) lookup(ctx context.Context, gvk schema.GroupVersionKind) (*typ
 
 // join returns the fetch of gv's document under way, or starts one; or
 // the error of a recent failed fetch.
-func (s *Schemas) join(gv schema.GroupVersion) (*flight, error) {
+func (s *SchemaCache) join(gv schema.GroupVersion) (*flight, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f, ok := s.flights[gv]; ok {
@@ -237,7 +237,7 @@ func (s *Schemas) join(gv schema.GroupVersion) (*flight, error) {
 
 // leave is called by a waiter that gives up: the last one cancels the
 // fetch, and a later lookup starts a new one.
-func (s *Schemas) leave(gv schema.GroupVersion, f *flight) {
+func (s *SchemaCache) leave(gv schema.GroupVersion, f *flight) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f.waiters--
@@ -251,7 +251,7 @@ func (s *Schemas) leave(gv schema.GroupVersion, f *flight) {
 // run fetches gv's document for flight f and records the outcome: a
 // failure is remembered unless every waiter gave up (that is not the API
 // server's doing) or the document lacks gv (a CRD not installed yet).
-func (s *Schemas) run(ctx context.Context, gv schema.GroupVersion, timeout time.Duration, f *flight) {
+func (s *SchemaCache) run(ctx context.Context, gv schema.GroupVersion, timeout time.Duration, f *flight) {
 	defer f.cancel()
 	conv, err := s.fetch(ctx, gv)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -274,7 +274,7 @@ func (s *Schemas) run(ctx context.Context, gv schema.GroupVersion, timeout time.
 }
 
 // fetch reads gv's OpenAPI v3 document: the root document names its URL.
-func (s *Schemas) fetch(ctx context.Context, gv schema.GroupVersion) (managedfields.TypeConverter, error) {
+func (s *SchemaCache) fetch(ctx context.Context, gv schema.GroupVersion) (managedfields.TypeConverter, error) {
 	doc, err := openapi3.NewRoot(boundClient{ctx, s.client}).GVSpec(gv)
 	var missing *openapi3.GroupVersionNotFoundError
 	switch {
@@ -326,7 +326,7 @@ func (a *Applier) schemaFor(ctx context.Context, gvk schema.GroupVersionKind) (*
 		if ts, ok := builtinSchema(gvk); ok {
 			return ts, nil
 		}
-		return nil, fmt.Errorf("%w for %s: it is not a built-in kind; set Applier.Schemas (ownership.NewSchemas) so that its CRD's schema can be read", errNoSchema, gvk)
+		return nil, fmt.Errorf("%w for %s: it is not a built-in kind; set Applier.Schemas (ownership.NewSchemaCache) so that its CRD's schema can be read", errNoSchema, gvk)
 	}
 	ts, err := a.Schemas.lookup(ctx, gvk)
 	if err != nil && ctx.Err() == nil {

@@ -66,14 +66,14 @@ func (p *hangingProxy) unblock() { p.once.Do(func() { close(p.release) }) }
 // schemas reads OpenAPI documents through the proxy as a
 // reconciler.Reconciler does through its manager: an HTTP client with no
 // timeout of its own. Only timeout ends a fetch the proxy holds.
-func (p *hangingProxy) schemas(t *testing.T, timeout time.Duration) *ownership.Schemas {
+func (p *hangingProxy) schemas(t *testing.T, timeout time.Duration) *ownership.SchemaCache {
 	t.Helper()
 	cfg := &rest.Config{Host: p.srv.URL}
 	hc, err := rest.HTTPClientFor(cfg)
 	require.NoError(t, err)
 	d, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	require.NoError(t, err)
-	s := ownership.NewSchemas(d.OpenAPIV3())
+	s := ownership.NewSchemaCache(d.OpenAPIV3())
 	s.Timeout = timeout
 	return s
 }
@@ -91,7 +91,7 @@ func wait[T any](t *testing.T, ctx context.Context, ch <-chan T, what string) T 
 }
 
 type result struct {
-	op  ownership.Operation
+	op  ownership.ApplyResult
 	err error
 }
 
@@ -166,7 +166,7 @@ func TestSchemaFetchReturnsWhenTheContextEnds(t *testing.T) {
 	assert.Equal(t, ownership.Created, again.op)
 }
 
-// A fetch that gets no answer ends at Schemas.Timeout. A built-in kind is
+// A fetch that gets no answer ends at SchemaCache.Timeout. A built-in kind is
 // then compared by client-go's compiled-in schema; a custom resource, which
 // has none, gets an error naming the timeout. (That the failure is
 // remembered rather than waited for on every Apply is

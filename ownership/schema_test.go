@@ -34,7 +34,7 @@ func (b *blockingOpenAPI) Paths() (map[string]openapi.GroupVersion, error) {
 // another group version starts its own fetch at once.
 func TestSchemaLookupsShareOneFetchPerGroupVersion(t *testing.T) {
 	api := &blockingOpenAPI{started: make(chan struct{}, 4), release: make(chan struct{})}
-	s := NewSchemas(api)
+	s := NewSchemaCache(api)
 	s.Timeout = time.Hour
 	lookup := func(ctx context.Context, gvk schema.GroupVersionKind) <-chan error {
 		out := make(chan error, 1)

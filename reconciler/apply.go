@@ -24,7 +24,7 @@ import (
 // in for the step to copy status from; nil when the step needs only the
 // verdict. Apply's errors name the kind and key; a failed read is wrapped
 // naming them too.
-func (s *Scope[T]) ApplyAndWait(ctx context.Context, desired runtime.ApplyConfiguration, live client.Object, opts ...ownership.Option) Outcome {
+func (s *Scope[T]) ApplyAndWait(ctx context.Context, desired runtime.ApplyConfiguration, live client.Object, opts ...ownership.ApplyOption) Outcome {
 	gvk, key, err := identify(desired, s.Object)
 	if err != nil {
 		return Error(err)

@@ -76,7 +76,7 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], p *pass[T]) (ct
 		}
 		return res, err
 	}
-	changed, err = finalizer.Remove(ctx, s.Client, obj, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader))
+	changed, err = finalizer.Remove(ctx, s.Client, obj, r.opts.Finalizer, finalizer.WithAPIReader(r.opts.APIReader))
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("all cleanup steps succeeded: %w", err)
 	}
@@ -141,7 +141,7 @@ func (r *Reconciler[T]) overdue(ctx context.Context, s *Scope[T], stuck time.Dur
 	if !r.opts.RemoveFinalizerAfterDeadline {
 		return false, nil
 	}
-	changed, err := finalizer.Remove(ctx, s.Client, s.Object, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader))
+	changed, err := finalizer.Remove(ctx, s.Client, s.Object, r.opts.Finalizer, finalizer.WithAPIReader(r.opts.APIReader))
 	if err != nil {
 		return false, fmt.Errorf("removing finalizer %s after the cleanup deadline: %w", r.opts.Finalizer, err)
 	}

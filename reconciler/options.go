@@ -111,7 +111,7 @@ type Options[T Object] struct {
 	// Schemas finds the schemas of owned custom resources for Scope.Apply
 	// (built-in kinds never need it). Default: read from the manager's API
 	// server, on first use.
-	Schemas *ownership.Schemas
+	Schemas *ownership.SchemaCache
 }
 
 // validateReady checks the conditions at New rather than on every pass:

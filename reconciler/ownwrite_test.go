@@ -29,7 +29,7 @@ func TestStepWritingItsOwnObjectKeepsThePassStatus(t *testing.T) {
 			return reconciler.ContinueWith("Applied", "config applied")
 		}},
 		{Name: "own-finalizer", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
-			if _, err := finalizer.Ensure(ctx, s.Client, s.Object, extra, finalizer.APIReader(env.Client)); err != nil {
+			if _, err := finalizer.Ensure(ctx, s.Client, s.Object, extra, finalizer.WithAPIReader(env.Client)); err != nil {
 				return reconciler.Error(err)
 			}
 			s.Object.Status.Note = "extra finalizer ensured"

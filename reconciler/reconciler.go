@@ -26,7 +26,7 @@ import (
 // watches to [Reconciler.Builder].
 type Reconciler[T Object] struct {
 	opts      Options[T]
-	summary   conditions.Summary
+	summary   conditions.ReadySummary
 	newObject func() T
 	// stalled and overdue feed reconcilekit_stalled_objects and
 	// reconcilekit_cleanup_overdue_objects.
@@ -69,7 +69,7 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 			if err != nil {
 				return nil, fmt.Errorf("reconciler: discovery client for owned custom resources' schemas: %w", err)
 			}
-			opts.Schemas = ownership.NewSchemas(d.OpenAPIV3())
+			opts.Schemas = ownership.NewSchemaCache(d.OpenAPIV3())
 		}
 	}
 	if opts.FieldManager == "" {
@@ -99,7 +99,7 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 			}
 		}
 	}
-	r.summary = conditions.NewSummary(ready...)
+	r.summary = conditions.NewReadySummary(ready...)
 	if err := validateReady(opts, ready); err != nil {
 		return nil, err
 	}

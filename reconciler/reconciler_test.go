@@ -514,7 +514,7 @@ func TestOwnedObjectsThroughScope(t *testing.T) {
 			return reconciler.Continue()
 		}},
 	}})
-	reconcilertest.Converge(t, f.ctx, f.r, f.c, f.req, 5)
+	reconcilertest.ReconcileUntilQuiet(t, f.ctx, f.r, f.c, f.req, 5)
 	cm := &corev1.ConfigMap{}
 	require.NoError(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.req.Namespace, Name: "w-config"}, cm))
 	assert.Equal(t, "1", cm.Data["size"])

@@ -23,7 +23,7 @@ import (
 // left to the deletion path.
 func (r *Reconciler[T]) syncFinalizers(ctx context.Context, c client.Client, obj T) (changed bool, err error) {
 	if len(r.opts.Cleanup) > 0 {
-		if changed, err = finalizer.Ensure(ctx, c, obj, r.opts.Finalizer, finalizer.APIReader(r.opts.APIReader)); err != nil {
+		if changed, err = finalizer.Ensure(ctx, c, obj, r.opts.Finalizer, finalizer.WithAPIReader(r.opts.APIReader)); err != nil {
 			return false, fmt.Errorf("adding finalizer %s: %w", r.opts.Finalizer, err)
 		}
 	}
@@ -46,7 +46,7 @@ func (r *Reconciler[T]) removeRetired(ctx context.Context, c client.Client, obj 
 	if len(names) == 0 {
 		return false, nil
 	}
-	changed, err := finalizer.RemoveAll(ctx, c, obj, names, finalizer.APIReader(r.opts.APIReader))
+	changed, err := finalizer.RemoveAll(ctx, c, obj, names, finalizer.WithAPIReader(r.opts.APIReader))
 	if err != nil {
 		return false, fmt.Errorf("removing retired finalizers: %w", err)
 	}

@@ -45,7 +45,7 @@ type Scope[T Object] struct {
 // ReasonAdoptionRefused): no retry makes the object adoptable. A kind that
 // Options.Owns does not declare is an *UndeclaredKindError, and is never
 // read or written.
-func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration, opts ...ownership.Option) (ownership.Operation, error) {
+func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration, opts ...ownership.ApplyOption) (ownership.ApplyResult, error) {
 	gvk, _, err := identify(desired, s.Object)
 	if err != nil {
 		return "", err

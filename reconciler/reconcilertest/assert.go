@@ -34,10 +34,11 @@ func AssertIdempotent(t testing.TB, ctx context.Context, r reconcile.Reconciler,
 	}
 }
 
-// Converge calls r.Reconcile for req until a pass returns no error, asks for
-// no requeue and makes no mutating request through c, and fails t after
-// maxPasses passes. It returns the number of passes that wrote something.
-// Use it in tests that drive a reconciler without a manager.
+// ReconcileUntilQuiet calls r.Reconcile for req until a pass is quiet (it
+// returns no error, asks for no requeue and makes no mutating request
+// through c), and fails t after maxPasses passes. It returns writingPasses,
+// the number of passes that wrote something. Use it in tests that drive a
+// reconciler without a manager.
 //
 // With a cache lag Delay (WithCacheLag), each pass starts once every
 // version c has observed is readable (a wait of up to Delay), so a pass
@@ -46,9 +47,8 @@ func AssertIdempotent(t testing.TB, ctx context.Context, r reconcile.Reconciler,
 // never catches up: a reconciler that writes what it read from a kind
 // lagged that way may never converge, which is the bug such a lag is there
 // to show. See docs/testing-kit.md, "Cache lag".
-func Converge(t testing.TB, ctx context.Context, r reconcile.Reconciler, c *Client, req reconcile.Request, maxPasses int) int {
+func ReconcileUntilQuiet(t testing.TB, ctx context.Context, r reconcile.Reconciler, c *Client, req reconcile.Request, maxPasses int) (writingPasses int) {
 	t.Helper()
-	writing := 0
 	var lastErr error
 	hidden := ""
 	for range maxPasses {
@@ -60,17 +60,17 @@ func Converge(t testing.TB, ctx context.Context, r reconcile.Reconciler, c *Clie
 		lastErr = err
 		quiet := err == nil && res.IsZero() && c.Mutations() == 0
 		if quiet && !c.lagPending() {
-			return writing
+			return writingPasses
 		}
 		hidden = ""
 		if quiet {
 			hidden = " (the last pass was quiet, but the cache lag still hid a version of an object it read)"
 		}
 		if c.Mutations() > 0 {
-			writing++
+			writingPasses++
 		}
 	}
 	t.Fatalf("%s did not converge in %d passes%s; last error: %v; last pass wrote:\n  %s",
 		req, maxPasses, hidden, lastErr, strings.Join(c.MutatingRequests(), "\n  "))
-	return writing
+	return writingPasses
 }

@@ -33,16 +33,16 @@ const (
 	DeleteAllOf = "deletecollection"
 )
 
-// Request identifies one kind of request: a verb on a kind, optionally on a
-// subresource ("status", "scale").
-type Request struct {
+// Call identifies one kind of request the [Client] recorded: a verb on a
+// kind, optionally on a subresource ("status", "scale").
+type Call struct {
 	Verb        string
 	Kind        string
 	Subresource string
 }
 
 // String renders the request as "patch Widget/status".
-func (r Request) String() string {
+func (r Call) String() string {
 	s := r.Verb + " " + r.Kind
 	if r.Subresource != "" {
 		s += "/" + r.Subresource
@@ -51,7 +51,7 @@ func (r Request) String() string {
 }
 
 // Mutating reports whether the request changes state on the server.
-func (r Request) Mutating() bool {
+func (r Call) Mutating() bool {
 	return r.Verb != Get && r.Verb != List
 }
 
@@ -86,7 +86,7 @@ type Fault struct {
 	failed int
 }
 
-func (f *Fault) matches(r Request) bool {
+func (f *Fault) matches(r Call) bool {
 	switch {
 	case f.Verb == "mutating" && !r.Mutating():
 		return false
@@ -111,8 +111,8 @@ type Client struct {
 	client.WithWatch
 
 	mu     sync.Mutex
-	counts map[Request]int
-	log    []Request
+	counts map[Call]int
+	log    []Call
 	faults []*Fault
 	rand   *rand.Rand
 	lag    *cachelag.Cache // nil without WithCacheLag
@@ -138,7 +138,7 @@ func WithFaults(faults ...Fault) Option {
 
 // NewClient wraps c.
 func NewClient(c client.Client, opts ...Option) *Client {
-	tc := &Client{counts: map[Request]int{}, rand: rand.New(rand.NewSource(1))}
+	tc := &Client{counts: map[Call]int{}, rand: rand.New(rand.NewSource(1))}
 	for _, o := range opts {
 		o(tc)
 	}
@@ -165,11 +165,11 @@ func (c *Client) ClearFaults() {
 }
 
 // Reset forgets every count (and, with [WithCacheLag], which objects were
-// read, for [Converge]).
+// read, for [ReconcileUntilQuiet]).
 func (c *Client) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.counts = map[Request]int{}
+	c.counts = map[Call]int{}
 	c.log = nil
 	if c.lag != nil {
 		c.lag.ForgetReads()
@@ -191,10 +191,10 @@ func (c *Client) Count(verb, kind string) int {
 }
 
 // Counts returns a copy of every count.
-func (c *Client) Counts() map[Request]int {
+func (c *Client) Counts() map[Call]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[Request]int, len(c.counts))
+	out := make(map[Call]int, len(c.counts))
 	for r, v := range c.counts {
 		out[r] = v
 	}
@@ -241,7 +241,7 @@ func (c *Client) String() string {
 }
 
 // record counts r and returns the injected error for it, if any.
-func (c *Client) record(r Request) error {
+func (c *Client) record(r Call) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.counts[r]++
@@ -284,7 +284,7 @@ func applyKind(obj runtime.ApplyConfiguration) string {
 func (c *Client) funcs() interceptor.Funcs {
 	return interceptor.Funcs{
 		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.record(Request{Verb: Get, Kind: c.kind(obj)}); err != nil {
+			if err := c.record(Call{Verb: Get, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
 			if c.lag != nil {
@@ -295,7 +295,7 @@ func (c *Client) funcs() interceptor.Funcs {
 			return cl.Get(ctx, key, obj, opts...)
 		},
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := c.record(Request{Verb: List, Kind: c.listKind(list)}); err != nil {
+			if err := c.record(Call{Verb: List, Kind: c.listKind(list)}); err != nil {
 				return err
 			}
 			if c.lag != nil {
@@ -306,7 +306,7 @@ func (c *Client) funcs() interceptor.Funcs {
 			return cl.List(ctx, list, opts...)
 		},
 		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if err := c.record(Request{Verb: Create, Kind: c.kind(obj)}); err != nil {
+			if err := c.record(Call{Verb: Create, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
 			return c.write(ctx, cl, obj, len((&client.CreateOptions{}).ApplyOptions(opts).DryRun) == 0, func() error {
@@ -314,7 +314,7 @@ func (c *Client) funcs() interceptor.Funcs {
 			})
 		},
 		Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			if err := c.record(Request{Verb: Update, Kind: c.kind(obj)}); err != nil {
+			if err := c.record(Call{Verb: Update, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
 			return c.write(ctx, cl, obj, len((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) == 0, func() error {
@@ -322,7 +322,7 @@ func (c *Client) funcs() interceptor.Funcs {
 			})
 		},
 		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if err := c.record(Request{Verb: patchVerb(patch), Kind: c.kind(obj)}); err != nil {
+			if err := c.record(Call{Verb: patchVerb(patch), Kind: c.kind(obj)}); err != nil {
 				return err
 			}
 			return c.write(ctx, cl, obj, len((&client.PatchOptions{}).ApplyOptions(opts).DryRun) == 0, func() error {
@@ -330,7 +330,7 @@ func (c *Client) funcs() interceptor.Funcs {
 			})
 		},
 		Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			if err := c.record(Request{Verb: Apply, Kind: applyKind(obj)}); err != nil {
+			if err := c.record(Call{Verb: Apply, Kind: applyKind(obj)}); err != nil {
 				return err
 			}
 			return c.write(ctx, cl, obj, len((&client.ApplyOptions{}).ApplyOptions(opts).DryRun) == 0, func() error {
@@ -338,7 +338,7 @@ func (c *Client) funcs() interceptor.Funcs {
 			})
 		},
 		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			if err := c.record(Request{Verb: Delete, Kind: c.kind(obj)}); err != nil {
+			if err := c.record(Call{Verb: Delete, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
 			// Not recorded: the answer is not the object. The informer
@@ -348,7 +348,7 @@ func (c *Client) funcs() interceptor.Funcs {
 			})
 		},
 		DeleteAllOf: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteAllOfOption) error {
-			if err := c.record(Request{Verb: DeleteAllOf, Kind: c.kind(obj)}); err != nil {
+			if err := c.record(Call{Verb: DeleteAllOf, Kind: c.kind(obj)}); err != nil {
 				return err
 			}
 			return c.write(ctx, cl, obj, false, func() error {
@@ -356,19 +356,19 @@ func (c *Client) funcs() interceptor.Funcs {
 			})
 		},
 		SubResourceGet: func(ctx context.Context, cl client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceGetOption) error {
-			if err := c.record(Request{Verb: Get, Kind: c.kind(obj), Subresource: sub}); err != nil {
+			if err := c.record(Call{Verb: Get, Kind: c.kind(obj), Subresource: sub}); err != nil {
 				return err
 			}
 			return cl.SubResource(sub).Get(ctx, obj, subObj, opts...)
 		},
 		SubResourceCreate: func(ctx context.Context, cl client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
-			if err := c.record(Request{Verb: Create, Kind: c.kind(obj), Subresource: sub}); err != nil {
+			if err := c.record(Call{Verb: Create, Kind: c.kind(obj), Subresource: sub}); err != nil {
 				return err
 			}
 			return cl.SubResource(sub).Create(ctx, obj, subObj, opts...)
 		},
 		SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			if err := c.record(Request{Verb: Update, Kind: c.kind(obj), Subresource: sub}); err != nil {
+			if err := c.record(Call{Verb: Update, Kind: c.kind(obj), Subresource: sub}); err != nil {
 				return err
 			}
 			o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts)
@@ -377,7 +377,7 @@ func (c *Client) funcs() interceptor.Funcs {
 			})
 		},
 		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			if err := c.record(Request{Verb: patchVerb(patch), Kind: c.kind(obj), Subresource: sub}); err != nil {
+			if err := c.record(Call{Verb: patchVerb(patch), Kind: c.kind(obj), Subresource: sub}); err != nil {
 				return err
 			}
 			o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts)
@@ -386,7 +386,7 @@ func (c *Client) funcs() interceptor.Funcs {
 			})
 		},
 		SubResourceApply: func(ctx context.Context, cl client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-			if err := c.record(Request{Verb: Apply, Kind: applyKind(obj), Subresource: sub}); err != nil {
+			if err := c.record(Call{Verb: Apply, Kind: applyKind(obj), Subresource: sub}); err != nil {
 				return err
 			}
 			o := (&client.SubResourceApplyOptions{}).ApplyOpts(opts)

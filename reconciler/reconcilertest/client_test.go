@@ -36,7 +36,7 @@ func TestCountsByVerbKindAndSubresource(t *testing.T) {
 	require.NoError(t, c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns"}}))
 	require.NoError(t, c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns"}}))
 
-	assert.Equal(t, map[reconcilertest.Request]int{
+	assert.Equal(t, map[reconcilertest.Call]int{
 		{Verb: "get", Kind: "Widget"}:                          1,
 		{Verb: "list", Kind: "Widget"}:                         1,
 		{Verb: "patch", Kind: "Widget", Subresource: "status"}: 1,

@@ -42,7 +42,7 @@ func Example() {
 // (a step that applies a new generation and a later step that reads it
 // back sees the previous, rolled-out one) and every other kind a second
 // behind. mgr is a started manager, as in an envtest test; build the
-// reconciler with c as its client, then Converge and AssertIdempotent as
+// reconciler with c as its client, then ReconcileUntilQuiet and AssertIdempotent as
 // usual.
 func ExampleWithCacheLag() {
 	var mgr manager.Manager // started, e.g. on envtest

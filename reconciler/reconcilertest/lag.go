@@ -15,7 +15,7 @@ import (
 // mgr.GetCache()) and answers Get and List from them, held back as each
 // [cachelag.Lag] says. Reads are counted like any other and faults apply to
 // them first; other kinds, Watch and subresource reads go to the wrapped
-// client. [Converge] and [AssertIdempotent] wait out a Delay between passes.
+// client. [ReconcileUntilQuiet] and [AssertIdempotent] wait out a Delay between passes.
 // See package cachelag for the model and its caveats.
 //
 // WithCacheLag panics on a nil informers, a negative lag, or two Lags for

@@ -509,7 +509,7 @@ func TestCacheLagPassThrough(t *testing.T) {
 	assert.Equal(t, 1, c.Count(reconcilertest.Get, "Widget"))
 }
 
-// TestCacheLagConvergeWaitsOutDelay: Converge and AssertIdempotent wait
+// TestCacheLagConvergeWaitsOutDelay: ReconcileUntilQuiet and AssertIdempotent wait
 // out a Delay between passes, so a reconciler that writes what it read
 // converges; without the wait the second pass would read NotFound, create
 // again and fail with AlreadyExists until maxPasses ran out.
@@ -538,12 +538,12 @@ func TestCacheLagConvergeWaitsOutDelay(t *testing.T) {
 	req := reconcile.Request{NamespacedName: key}
 
 	start := time.Now()
-	assert.Equal(t, 1, reconcilertest.Converge(t, ctx, r, c, req, 3), "one pass creates, the next reads it back")
+	assert.Equal(t, 1, reconcilertest.ReconcileUntilQuiet(t, ctx, r, c, req, 3), "one pass creates, the next reads it back")
 	assert.GreaterOrEqual(t, time.Since(start), delay, "the second pass waited for the create to be readable")
 	reconcilertest.AssertIdempotent(t, ctx, r, c, req)
 
 	// Another writer keeps changing another ConfigMap meanwhile: the pass
-	// did not read it, so its hidden versions do not keep Converge going.
+	// did not read it, so its hidden versions do not keep ReconcileUntilQuiet going.
 	noise := configMap(ns, "noise", "0")
 	require.NoError(t, env.Client.Create(ctx, noise))
 	noiseCtx, stop := context.WithCancel(ctx)
@@ -561,7 +561,7 @@ func TestCacheLagConvergeWaitsOutDelay(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 
 	require.NoError(t, setCM(ctx, mgr.APIReader, c, key, "drift"))
-	assert.Equal(t, 1, reconcilertest.Converge(t, ctx, r, c, req, 3), "the drift written through c is read, once readable")
+	assert.Equal(t, 1, reconcilertest.ReconcileUntilQuiet(t, ctx, r, c, req, 3), "the drift written through c is read, once readable")
 	reconcilertest.AssertIdempotent(t, ctx, r, c, req)
 	got, err := readCM(ctx, mgr.APIReader, key)
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ import (
 // whose readable version is its deletion, is NotFound. Set VersionsBehind,
 // Delay or both.
 type Lag struct {
-	// Kind is the lagged kind, as reconcilertest.Request spells it
+	// Kind is the lagged kind, as reconcilertest.Call spells it
 	// ("Deployment"), whatever its group. "" lags every kind that has no
 	// Lag of its own.
 	Kind string

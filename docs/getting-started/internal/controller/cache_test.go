@@ -263,7 +263,7 @@ func TestConvergesAndStalls(t *testing.T) {
 	// converged, a pass over the unchanged Cache writes nothing.
 	c.Inject(reconcilertest.Fault{Verb: reconcilertest.Patch, Kind: "Cache", Subresource: "status",
 		Err: reconcilertest.ErrConflict, Rate: 1, Times: 1})
-	reconcilertest.Converge(t, ctx, r, c, req, 5)
+	reconcilertest.ReconcileUntilQuiet(t, ctx, r, c, req, 5)
 	reconcilertest.AssertIdempotent(t, ctx, r, c, req)
 	require.NoError(t, admin.Get(ctx, req.NamespacedName, cache))
 	assert.Equal(t, reconciler.ReasonInProgress, readyReason(cache), "no Deployment controller here: the rollout never ends")
