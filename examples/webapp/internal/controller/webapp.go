@@ -95,8 +95,8 @@ func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &webappv2.WebApp{}, dbRefIndex,
 		func(o client.Object) []string {
-			if ref := o.(*webappv2.WebApp).Spec.Database.ServiceName; ref != "" {
-				return []string{ref}
+			if db := o.(*webappv2.WebApp).Spec.Database; db != nil {
+				return []string{db.ServiceName}
 			}
 			return nil
 		}); err != nil {
@@ -172,10 +172,10 @@ type scope = reconciler.Scope[*webappv2.WebApp]
 func waitForDatabase(databases client.Reader) func(context.Context, *scope) reconciler.Outcome {
 	return func(ctx context.Context, s *scope) reconciler.Outcome {
 		app := s.Object
-		name := app.Spec.Database.ServiceName
-		if name == "" {
+		if app.Spec.Database == nil {
 			return reconciler.ContinueWith("NotConfigured", "no database configured")
 		}
+		name := app.Spec.Database.ServiceName
 		err := databases.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: name}, databaseService())
 		switch {
 		case apierrors.IsNotFound(err):
@@ -204,13 +204,15 @@ func resourcesOf(app *webappv2.WebApp) (requests, limits corev1.ResourceList) {
 	cpu, memory := DefaultCPU, DefaultMemory
 	limitCPU, limitMemory := (*resource.Quantity)(nil), (*resource.Quantity)(nil)
 	if r := app.Spec.Resources; r != nil {
-		if r.Requests.CPU != nil {
+		if r.Requests != nil && r.Requests.CPU != nil {
 			cpu = *r.Requests.CPU
 		}
-		if r.Requests.Memory != nil {
+		if r.Requests != nil && r.Requests.Memory != nil {
 			memory = *r.Requests.Memory
 		}
-		limitCPU, limitMemory = r.Limits.CPU, r.Limits.Memory
+		if r.Limits != nil {
+			limitCPU, limitMemory = r.Limits.CPU, r.Limits.Memory
+		}
 	}
 	requests = corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
 	limits = corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
@@ -240,8 +242,8 @@ func desiredDeployment(app *webappv2.WebApp) *appsv1ac.DeploymentApplyConfigurat
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
-	if db := app.Spec.Database.ServiceName; db != "" {
-		container.WithEnv(corev1ac.EnvVar().WithName("DATABASE_HOST").WithValue(fmt.Sprintf("%s.%s.svc", db, app.Namespace)))
+	if db := app.Spec.Database; db != nil {
+		container.WithEnv(corev1ac.EnvVar().WithName("DATABASE_HOST").WithValue(fmt.Sprintf("%s.%s.svc", db.ServiceName, app.Namespace)))
 	}
 	return appsv1ac.Deployment(app.Name, app.Namespace).
 		WithLabels(objectLabels(app)).
@@ -263,7 +265,7 @@ func deployment(ctx context.Context, s *scope) reconciler.Outcome {
 	if _, err := s.Apply(ctx, desiredDeployment(s.Object)); err != nil {
 		return reconciler.Error(fmt.Errorf("applying Deployment: %w", err))
 	}
-	s.Object.Status.Selector = labels.SelectorFromSet(selectorLabels(s.Object)).String()
+	s.Object.Status.Selector = new(labels.SelectorFromSet(selectorLabels(s.Object)).String())
 	return reconciler.Continue()
 }
 
@@ -292,8 +294,8 @@ func rollout(ctx context.Context, s *scope) reconciler.Outcome {
 	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(app), &d); err != nil {
 		return reconciler.Error(fmt.Errorf("getting Deployment: %w", err))
 	}
-	app.Status.Replicas = d.Status.Replicas
-	app.Status.ReadyReplicas = d.Status.ReadyReplicas
+	app.Status.Replicas = new(d.Status.Replicas)
+	app.Status.ReadyReplicas = new(d.Status.ReadyReplicas)
 	return s.Rollout(&d)
 }
 
@@ -303,11 +305,11 @@ func summarize(app *webappv2.WebApp) {
 	ready := conditions.Get(app, conditions.Ready)
 	app.Status.Ready = new(ready != nil && ready.Status == metav1.ConditionTrue)
 	switch {
-	case ready == nil:
-		app.Status.Message = ""
+	case ready == nil, ready.Message == "" && !app.Status.IsReady():
+		app.Status.Message = nil
 	case app.Status.IsReady():
-		app.Status.Message = "Ready: " + ready.Message
+		app.Status.Message = new("Ready: " + ready.Message)
 	default:
-		app.Status.Message = ready.Message
+		app.Status.Message = new(ready.Message)
 	}
 }
