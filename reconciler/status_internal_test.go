@@ -19,7 +19,7 @@ type pointerGeneration struct {
 
 func (p *pointerGeneration) DeepCopyObject() runtime.Object {
 	out := *p
-	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	p.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 
