@@ -705,7 +705,7 @@ func (h *harness) waitReady(ctx context.Context, ns, image string) error {
 		}
 		ready := 0
 		for _, a := range list.Items {
-			if a.Status.IsReady() && (a.Status.ObservedGeneration == 0 || a.Status.ObservedGeneration >= a.Generation) {
+			if a.Status.IsReady() && (a.Status.ObservedGeneration == nil || *a.Status.ObservedGeneration >= a.Generation) {
 				ready++
 			}
 		}

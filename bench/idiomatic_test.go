@@ -92,7 +92,7 @@ func TestIdiomaticConverges(t *testing.T) {
 		var got webappv1.WebApp
 		require.NoError(ct, c.Get(ctx, key, &got))
 		assert.Contains(ct, got.Finalizers, idiomatic.Finalizer)
-		assert.Equal(ct, got.Generation, got.Status.ObservedGeneration)
+		assert.Equal(ct, &got.Generation, got.Status.ObservedGeneration)
 		assert.False(ct, got.Status.IsReady(), "Ready before the Deployment rolled out")
 		avail := meta.FindStatusCondition(got.Status.Conditions, webappv1.Available)
 		if assert.NotNil(ct, avail) {
@@ -117,7 +117,7 @@ func TestIdiomaticConverges(t *testing.T) {
 		assert.True(ct, ready.Status.IsReady())
 		assert.True(ct, meta.IsStatusConditionTrue(ready.Status.Conditions, "Ready"))
 		assert.Nil(ct, meta.FindStatusCondition(ready.Status.Conditions, "Reconciling"))
-		assert.Equal(ct, int32(1), ready.Status.ReadyReplicas)
+		assert.Equal(ct, new(int32(1)), ready.Status.ReadyReplicas)
 		assert.NotEmpty(ct, ready.Status.Selector)
 	}, within, every)
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
@@ -223,16 +224,16 @@ func (iv *invariants) check(ctx context.Context) (violations []string, progress 
 // checkApp checks a live WebApp's status; a WebApp that is not Ready is
 // reported through addRollout (it may be waiting for its Deployment).
 func (iv *invariants) checkApp(w *webappv1.WebApp, m appModel, add, addRollout func(app, format string, args ...any)) {
-	if w.Status.ObservedGeneration != w.Generation {
+	if ptr.Deref(w.Status.ObservedGeneration, 0) != w.Generation {
 		add(w.Name, "WebApp %s not converged: %s", w.Name, describeWebApp(w))
 		return
 	}
-	if w.Spec.Image != m.Image || w.Spec.Replicas == nil || *w.Spec.Replicas != m.Replicas || w.Spec.DBRef != m.DBRef {
-		add(w.Name, "WebApp %s spec image=%s replicas=%v dbRef=%q, the user's last write was %+v", w.Name, w.Spec.Image, w.Spec.Replicas, w.Spec.DBRef, m)
+	if w.Spec.Image != m.Image || w.Spec.Replicas == nil || *w.Spec.Replicas != m.Replicas || ptr.Deref(w.Spec.DBRef, "") != m.DBRef {
+		add(w.Name, "WebApp %s spec image=%s replicas=%v dbRef=%q, the user's last write was %+v", w.Name, w.Spec.Image, w.Spec.Replicas, ptr.Deref(w.Spec.DBRef, ""), m)
 	}
 	reason, notReady := expectedNotReady(m)
 	if !notReady {
-		if !meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady) || !w.Status.IsReady() || w.Status.ReadyReplicas != m.Replicas {
+		if !meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady) || !w.Status.IsReady() || ptr.Deref(w.Status.ReadyReplicas, 0) != m.Replicas {
 			addRollout(w.Name, "WebApp %s not Ready with %d replicas: %s", w.Name, m.Replicas, describeWebApp(w))
 		}
 		return

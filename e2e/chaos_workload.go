@@ -251,19 +251,15 @@ func (r *runner) try(ctx context.Context, op chaosOp) error {
 		// WebApps unready for want of capacity, not of correctness.
 		w := &webappv1.WebApp{
 			ObjectMeta: metav1.ObjectMeta{Name: op.app, Namespace: r.ns},
-			Spec: webappv1.WebAppSpec{Image: op.spec.Image, Replicas: new(op.spec.Replicas), DBRef: op.spec.DBRef,
+			Spec: webappv1.WebAppSpec{Image: op.spec.Image, Replicas: new(op.spec.Replicas), DBRef: nonEmpty(op.spec.DBRef),
 				Resources: &webappv1.ContainerResources{CPU: new(resource.MustParse("10m")), Memory: new(resource.MustParse("16Mi"))}},
 		}
 		return r.c.Create(ctx, w)
 	case opUpdate:
 		// A merge patch of exactly the fields the user sets; "dbRef": null
 		// removes it.
-		var dbRef *string
-		if op.spec.DBRef != "" {
-			dbRef = &op.spec.DBRef
-		}
 		patch, err := json.Marshal(map[string]any{"spec": map[string]any{
-			"image": op.spec.Image, "replicas": op.spec.Replicas, "dbRef": dbRef,
+			"image": op.spec.Image, "replicas": op.spec.Replicas, "dbRef": nonEmpty(op.spec.DBRef),
 		}})
 		if err != nil {
 			return err
@@ -291,4 +287,12 @@ func createDatabase(ctx context.Context, c client.Client, ns string) error {
 		return fmt.Errorf("creating database Service %s/%s: %w", ns, chaosDB, err)
 	}
 	return nil
+}
+
+// nonEmpty is s as an optional field: nil when empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

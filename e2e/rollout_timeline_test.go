@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
@@ -294,7 +295,7 @@ func checkReadyAfterRollout(apps, deps []timelineEvent, gen int64, image, horizo
 	}
 	for _, e := range apps {
 		w, ok := e.obj.(*webappv1.WebApp)
-		if !ok || e.typ == watch.Deleted || w.Status.ObservedGeneration != gen || !meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady) {
+		if !ok || e.typ == watch.Deleted || ptr.Deref(w.Status.ObservedGeneration, 0) != gen || !meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady) {
 			continue
 		}
 		if c, err := resourceversion.CompareResourceVersion(e.rv, horizon); err != nil {
@@ -414,7 +415,7 @@ func describeVersion(obj client.Object) string {
 			return "-"
 		}
 		return fmt.Sprintf("generation=%d observedGeneration=%d Ready=%s Reconciling=%s readyReplicas=%d",
-			o.Generation, o.Status.ObservedGeneration, cond(conditionReady), cond(conditionReconciling), o.Status.ReadyReplicas)
+			o.Generation, ptr.Deref(o.Status.ObservedGeneration, 0), cond(conditionReady), cond(conditionReconciling), ptr.Deref(o.Status.ReadyReplicas, 0))
 	case *appsv1.Deployment:
 		replicas := "nil"
 		if o.Spec.Replicas != nil {
@@ -499,7 +500,7 @@ func TestCheckReadyAfterRollout(t *testing.T) {
 	}
 	app := func(rv string, gen, observed int64, ready metav1.ConditionStatus) timelineEvent {
 		w := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv, Generation: gen}}
-		w.Status.ObservedGeneration = observed
+		w.Status.ObservedGeneration = &observed
 		w.Status.Conditions = []metav1.Condition{{Type: conditionReady, Status: ready, ObservedGeneration: observed}}
 		return timelineEvent{kind: "WebApp", typ: watch.Modified, rv: rv, obj: w}
 	}

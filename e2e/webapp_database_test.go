@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
@@ -31,7 +32,7 @@ func TestWebAppDatabase(t *testing.T) {
 		Assess("a missing database Service is explained by DatabaseReady=False DatabaseNotFound", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			ns := Namespace(ctx, t)
 			w := newWebApp(ns, app, "registry.example.com/shop:v1.0.0")
-			w.Spec.DBRef = db
+			w.Spec.DBRef = new(db)
 			createWebApp(ctx, t, cfg, w)
 
 			wantMsg := fmt.Sprintf("database Service %q not found in namespace %q", db, ns)
@@ -41,12 +42,12 @@ func TestWebAppDatabase(t *testing.T) {
 					return false, "", err
 				}
 				c := meta.FindStatusCondition(got.Status.Conditions, webappv1.DatabaseReady)
-				ok := got.Status.ObservedGeneration == got.Generation && c != nil &&
+				ok := ptr.Deref(got.Status.ObservedGeneration, 0) == got.Generation && c != nil &&
 					c.Status == metav1.ConditionFalse && c.Reason == "DatabaseNotFound" && c.Message == wantMsg &&
 					!meta.IsStatusConditionTrue(got.Status.Conditions, conditionReady) &&
 					meta.IsStatusConditionTrue(got.Status.Conditions, conditionReconciling) &&
-					!got.Status.IsReady() && strings.Contains(got.Status.Message, wantMsg)
-				return ok, describeWebApp(got) + " message=" + got.Status.Message, nil
+					!got.Status.IsReady() && strings.Contains(ptr.Deref(got.Status.Message, ""), wantMsg)
+				return ok, describeWebApp(got) + " message=" + ptr.Deref(got.Status.Message, ""), nil
 			})
 			// The READY column says false, not nothing.
 			out := harness.MustKubectl(ctx, t, "get", "wa", "-n", ns, app, "--no-headers")

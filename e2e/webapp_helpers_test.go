@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
@@ -149,13 +150,13 @@ func describeWebApp(w *webappv1.WebApp) string {
 		replicas = fmt.Sprint(*w.Spec.Replicas)
 	}
 	return fmt.Sprintf("generation=%d observedGeneration=%d spec.replicas=%s status{ready=%t replicas=%d readyReplicas=%d} conditions=%v",
-		w.Generation, w.Status.ObservedGeneration, replicas, w.Status.IsReady(), w.Status.Replicas, w.Status.ReadyReplicas, conds)
+		w.Generation, ptr.Deref(w.Status.ObservedGeneration, 0), replicas, w.Status.IsReady(), ptr.Deref(w.Status.Replicas, 0), ptr.Deref(w.Status.ReadyReplicas, 0), conds)
 }
 
 // isReady is kstatus' "current": the status describes the latest spec and
 // says Ready.
 func isReady(w *webappv1.WebApp) bool {
-	return w.Status.ObservedGeneration == w.Generation && meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady)
+	return ptr.Deref(w.Status.ObservedGeneration, 0) == w.Generation && meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady)
 }
 
 // waitWebAppReady waits for Ready=True at the current generation with
@@ -168,7 +169,7 @@ func waitWebAppReady(ctx context.Context, t *testing.T, cfg *envconf.Config, ns,
 		if w, err = getWebApp(ctx, cfg, ns, name); err != nil {
 			return false, "", err
 		}
-		ok := isReady(w) && w.Status.IsReady() && (want < 0 || w.Status.ReadyReplicas == want && w.Status.Replicas == want)
+		ok := isReady(w) && w.Status.IsReady() && (want < 0 || ptr.Deref(w.Status.ReadyReplicas, 0) == want && ptr.Deref(w.Status.Replicas, 0) == want)
 		return ok, describeWebApp(w), nil
 	})
 	return w

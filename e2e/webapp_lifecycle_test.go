@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -66,11 +67,11 @@ func TestWebAppLifecycle(t *testing.T) {
 			if c := meta.FindStatusCondition(w.Status.Conditions, conditionReconciling); c != nil && c.Status == metav1.ConditionTrue {
 				t.Errorf("Reconciling=True on a Ready WebApp: %+v", c)
 			}
-			if want := "app.kubernetes.io/instance=webapp-sample,app.kubernetes.io/name=webapp"; w.Status.Selector != want {
-				t.Errorf("status.selector = %q, want %q", w.Status.Selector, want)
+			if want := "app.kubernetes.io/instance=webapp-sample,app.kubernetes.io/name=webapp"; ptr.Deref(w.Status.Selector, "") != want {
+				t.Errorf("status.selector = %q, want %q", ptr.Deref(w.Status.Selector, ""), want)
 			}
-			if want := fmt.Sprintf("Ready: Deployment is available. Replicas: %d", sampleReplicas); w.Status.Message != want {
-				t.Errorf("status.message = %q, want %q", w.Status.Message, want)
+			if want := fmt.Sprintf("Ready: Deployment is available. Replicas: %d", sampleReplicas); ptr.Deref(w.Status.Message, "") != want {
+				t.Errorf("status.message = %q, want %q", ptr.Deref(w.Status.Message, ""), want)
 			}
 			if !slices.Contains(w.Finalizers, webappFinalizer) {
 				t.Errorf("finalizers %v lack %s", w.Finalizers, webappFinalizer)
@@ -209,8 +210,8 @@ func TestWebAppLifecycle(t *testing.T) {
 			if err := json.Unmarshal([]byte(raw), &scale); err != nil {
 				t.Fatalf("scale subresource: %v: %s", err, raw)
 			}
-			if scale.Spec.Replicas != replicas || scale.Status.Replicas != replicas || scale.Status.Selector != w.Status.Selector {
-				t.Errorf("scale subresource: spec %d status %d selector %q; want %d, %d, %q", scale.Spec.Replicas, scale.Status.Replicas, scale.Status.Selector, replicas, replicas, w.Status.Selector)
+			if scale.Spec.Replicas != replicas || scale.Status.Replicas != replicas || scale.Status.Selector != ptr.Deref(w.Status.Selector, "") {
+				t.Errorf("scale subresource: spec %d status %d selector %q; want %d, %d, %q", scale.Spec.Replicas, scale.Status.Replicas, scale.Status.Selector, replicas, replicas, ptr.Deref(w.Status.Selector, ""))
 			}
 			return ctx
 		}).
@@ -357,7 +358,7 @@ func webAppStates(ow *objectWatch) []webAppState {
 		if !ok || e.typ == eventInitial {
 			continue
 		}
-		s := webAppState{generation: app.Generation, observed: app.Status.ObservedGeneration, readyReplicas: app.Status.ReadyReplicas}
+		s := webAppState{generation: app.Generation, observed: ptr.Deref(app.Status.ObservedGeneration, 0), readyReplicas: ptr.Deref(app.Status.ReadyReplicas, 0)}
 		if c := meta.FindStatusCondition(app.Status.Conditions, conditionReady); c != nil {
 			s.ready = string(c.Status)
 		}

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -129,9 +130,9 @@ func TestOperatorLeaderElection(t *testing.T) {
 				// first look, Ready never changed, and a converged pass
 				// writes nothing. The recreated Deployment above is the
 				// standby's work either way.
-				ready := w.Status.ObservedGeneration == w.Generation && meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady)
-				return ready && w.Status.ReadyReplicas == 2,
-					fmt.Sprintf("ready=%t readyReplicas=%d managers=%v", ready, w.Status.ReadyReplicas, managers(&w)), nil
+				ready := ptr.Deref(w.Status.ObservedGeneration, 0) == w.Generation && meta.IsStatusConditionTrue(w.Status.Conditions, conditionReady)
+				return ready && ptr.Deref(w.Status.ReadyReplicas, 0) == 2,
+					fmt.Sprintf("ready=%t readyReplicas=%d managers=%v", ready, ptr.Deref(w.Status.ReadyReplicas, 0), managers(&w)), nil
 			})
 			return ctx
 		}).
@@ -209,7 +210,7 @@ func TestOperatorRestart(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(w.Finalizers) > 0 || w.Status.ObservedGeneration != 0 || len(w.Status.Conditions) > 0 {
+				if len(w.Finalizers) > 0 || w.Status.ObservedGeneration != nil || len(w.Status.Conditions) > 0 {
 					t.Errorf("WebApp %s was reconciled by a follower: finalizers %v, %s", name, w.Finalizers, describeWebApp(w))
 				}
 				var d appsv1.Deployment

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -98,7 +99,7 @@ func TestWebAppUpgrade(t *testing.T) {
 			}
 			withDB := newWebApp(ns, shop, "registry.example.com/shop:v1.0.0")
 			withDB.Spec.Replicas = new(int32(2))
-			withDB.Spec.DBRef = db
+			withDB.Spec.DBRef = new(db)
 			withDB.Spec.Resources = &webappv1.ContainerResources{CPU: new(quantity("100m")), Memory: new(quantity("64Mi"))}
 			createWebApp(ctx, t, cfg, withDB)
 			plain := newWebApp(ns, blog, "registry.example.com/blog:v1.0.0")
@@ -156,14 +157,15 @@ func TestWebAppUpgrade(t *testing.T) {
 			ns := Namespace(ctx, t)
 			c := cfg.Client().Resources().GetControllerRuntimeClient()
 			w1 := waitWebAppReady(ctx, t, cfg, ns, shop, 2)
-			if w1.Spec.DBRef != db || w1.Spec.Resources == nil || w1.Spec.Resources.CPU.String() != "100m" || len(w1.Annotations) != 0 {
-				t.Errorf("as v1: dbRef=%q resources=%+v annotations=%v, want what was created", w1.Spec.DBRef, w1.Spec.Resources, w1.Annotations)
+			if ptr.Deref(w1.Spec.DBRef, "") != db || w1.Spec.Resources == nil || w1.Spec.Resources.CPU.String() != "100m" || len(w1.Annotations) != 0 {
+				t.Errorf("as v1: dbRef=%q resources=%+v annotations=%v, want what was created", ptr.Deref(w1.Spec.DBRef, ""), w1.Spec.Resources, w1.Annotations)
 			}
 			var w2 webappv2.WebApp
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: shop}, &w2); err != nil {
 				t.Fatal(err)
 			}
-			if w2.Spec.Database.ServiceName != db || w2.Spec.Resources == nil ||
+			if w2.Spec.Database == nil || w2.Spec.Database.ServiceName != db || w2.Spec.Resources == nil ||
+				w2.Spec.Resources.Requests == nil || w2.Spec.Resources.Limits == nil ||
 				w2.Spec.Resources.Requests.CPU.String() != "100m" || w2.Spec.Resources.Limits.CPU.String() != "100m" ||
 				w2.Spec.Resources.Limits.Memory.String() != "64Mi" {
 				t.Errorf("as v2: database=%+v resources=%s, want serviceName %s and 100m/64Mi as requests and limits", w2.Spec.Database, jsonOf(w2.Spec.Resources), db)

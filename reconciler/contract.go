@@ -7,9 +7,9 @@ import (
 
 // checkContract checks, at New, what the reconciler needs of T beyond the
 // Object interface: a Status struct field (the only part of T a pass
-// writes) and, if that struct has an ObservedGeneration field, an int64
-// one, which every pass sets to the generation it reconciled. Any other
-// type (a *int64, an int32) would silently never be set.
+// writes) and, if that struct has an ObservedGeneration field, an int64 or
+// a *int64, which every pass sets to the generation it reconciled. Any
+// other type (an int32) would silently never be set.
 func checkContract[T Object]() error {
 	var zero T
 	t := reflect.TypeOf(zero).Elem()
@@ -20,8 +20,8 @@ func checkContract[T Object]() error {
 	if !ok || status.Type.Kind() != reflect.Struct {
 		return fmt.Errorf("reconciler: %v has no Status struct field: the reconciler writes a pass's result there", t)
 	}
-	if f, ok := status.Type.FieldByName("ObservedGeneration"); ok && f.Type.Kind() != reflect.Int64 {
-		return fmt.Errorf("reconciler: %v.Status.ObservedGeneration is a %v; it must be an int64 (json:\"observedGeneration,omitempty\") for the reconciler to set it", t, f.Type)
+	if f, ok := status.Type.FieldByName("ObservedGeneration"); ok && f.Type != reflect.TypeFor[int64]() && f.Type != reflect.TypeFor[*int64]() {
+		return fmt.Errorf("reconciler: %v.Status.ObservedGeneration is a %v; it must be an int64 or a *int64 for the reconciler to set it", t, f.Type)
 	}
 	return nil
 }

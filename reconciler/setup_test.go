@@ -116,14 +116,15 @@ func TestUndeclaredKindStallsThePass(t *testing.T) {
 }
 
 // New fails, naming the field and its type, when T breaks the contract the
-// reconciler relies on: a Status struct, and an int64 ObservedGeneration
-// if there is one. A *int64 would silently never be set.
+// reconciler relies on: a Status struct, and an int64 or *int64
+// ObservedGeneration if there is one. An int32 would silently never be set.
 func TestNewChecksTheStatusContract(t *testing.T) {
 	for name, tc := range map[string]struct {
 		new     func() error
 		wantErr string
 	}{
-		"*int64 ObservedGeneration": {newWith[*pointerGeneration], "pointerGeneration.Status.ObservedGeneration is a *int64; it must be an int64"},
+		"int32 ObservedGeneration":  {newWith[*int32Generation], "int32Generation.Status.ObservedGeneration is a int32; it must be an int64 or a *int64"},
+		"*int64 ObservedGeneration": {newWith[*pointerGeneration], ""},
 		"no Status":                 {newWith[*noStatus], "noStatus has no Status struct field"},
 		"int64 ObservedGeneration":  {newWith[*testv1.Widget], ""},
 	} {
@@ -159,6 +160,17 @@ type pointerGeneration struct {
 }
 
 func (p *pointerGeneration) DeepCopyObject() runtime.Object { c := *p; return &c }
+
+type int32Generation struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	conditionsHolder
+	Status struct {
+		ObservedGeneration int32
+	}
+}
+
+func (p *int32Generation) DeepCopyObject() runtime.Object { c := *p; return &c }
 
 type noStatus struct {
 	metav1.TypeMeta

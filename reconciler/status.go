@@ -33,15 +33,23 @@ func statusOf(obj client.Object) reflect.Value {
 }
 
 // setObservedGeneration stamps status.observedGeneration when the type has
-// an int64 ObservedGeneration field in its Status struct.
+// an ObservedGeneration field of type int64 or *int64 in its Status struct.
 func setObservedGeneration(obj client.Object) {
 	s := statusOf(obj)
 	if !s.IsValid() {
 		return
 	}
 	f := s.FieldByName("ObservedGeneration")
-	if f.IsValid() && f.CanSet() && f.Kind() == reflect.Int64 {
+	if !f.IsValid() || !f.CanSet() {
+		return
+	}
+	switch {
+	case f.Kind() == reflect.Int64:
 		f.SetInt(obj.GetGeneration())
+	case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Int64:
+		g := reflect.New(f.Type().Elem())
+		g.Elem().SetInt(obj.GetGeneration())
+		f.Set(g)
 	}
 }
 

@@ -177,12 +177,12 @@ func (r *Reconciler) updateStatus(ctx context.Context, app *webappv1.WebApp) (ct
 	if err := r.Get(ctx, client.ObjectKey{Name: app.Name, Namespace: app.Namespace}, &deploy); err != nil {
 		return ctrl.Result{}, err
 	}
-	app.Status.ReadyReplicas = deploy.Status.ReadyReplicas
+	app.Status.ReadyReplicas = new(deploy.Status.ReadyReplicas)
 	app.Status.Ready = new(deploy.Status.ReadyReplicas == *deploy.Spec.Replicas)
 	if app.Status.IsReady() {
-		app.Status.Message = "Deployment is ready"
+		app.Status.Message = new("Deployment is ready")
 	} else {
-		app.Status.Message = fmt.Sprintf("Waiting for %d/%d replicas", deploy.Status.ReadyReplicas, *deploy.Spec.Replicas)
+		app.Status.Message = new(fmt.Sprintf("Waiting for %d/%d replicas", deploy.Status.ReadyReplicas, *deploy.Spec.Replicas))
 	}
 	if err := r.Status().Update(ctx, app); err != nil {
 		return ctrl.Result{}, err

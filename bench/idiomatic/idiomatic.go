@@ -236,15 +236,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	orig := app.DeepCopy()
 	res, passErr := r.converge(ctx, app)
-	app.Status.ObservedGeneration = app.Generation
+	app.Status.ObservedGeneration = new(app.Generation)
 	ready := meta.FindStatusCondition(app.Status.Conditions, condReady)
 	app.Status.Ready = new(ready != nil && ready.Status == metav1.ConditionTrue)
-	app.Status.Message = ""
-	if ready != nil {
-		app.Status.Message = ready.Message
-		if *app.Status.Ready {
-			app.Status.Message = "Ready: " + ready.Message
-		}
+	app.Status.Message = nil
+	if ready != nil && ready.Message != "" {
+		app.Status.Message = new(ready.Message)
+	}
+	if ready != nil && *app.Status.Ready {
+		app.Status.Message = new("Ready: " + ready.Message)
 	}
 	if !equality.Semantic.DeepEqual(orig.Status, app.Status) {
 		if err := r.Client.Status().Patch(ctx, app, client.MergeFrom(orig)); err != nil {
@@ -281,9 +281,10 @@ func (r *Reconciler) converge(ctx context.Context, app *webappv1.WebApp) (ctrl.R
 	}
 
 	// Database: the dbRef Service must exist.
-	if ref := app.Spec.DBRef; ref == "" {
+	if app.Spec.DBRef == nil {
 		set(webappv1.DatabaseReady, metav1.ConditionTrue, "NotConfigured", "no database configured")
 	} else {
+		ref := *app.Spec.DBRef
 		svc := &metav1.PartialObjectMetadata{}
 		svc.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Service"))
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: ref}, svc)
@@ -303,7 +304,7 @@ func (r *Reconciler) converge(ctx context.Context, app *webappv1.WebApp) (ctrl.R
 	if err := r.Client.Apply(ctx, deploy, fieldOwner, client.ForceOwnership); err != nil {
 		return ctrl.Result{}, failed("ApplyFailed", fmt.Errorf("applying Deployment: %w", err))
 	}
-	app.Status.Selector = labels.SelectorFromSet(selectorLabels(app)).String()
+	app.Status.Selector = new(labels.SelectorFromSet(selectorLabels(app)).String())
 	if err := r.Client.Apply(ctx, desiredService(app), fieldOwner, client.ForceOwnership); err != nil {
 		return ctrl.Result{}, failed("ApplyFailed", fmt.Errorf("applying Service: %w", err))
 	}
@@ -316,7 +317,7 @@ func (r *Reconciler) converge(ctx context.Context, app *webappv1.WebApp) (ctrl.R
 	if st == nil {
 		st = &appsv1ac.DeploymentStatusApplyConfiguration{}
 	}
-	app.Status.Replicas, app.Status.ReadyReplicas = deref(st.Replicas), deref(st.ReadyReplicas)
+	app.Status.Replicas, app.Status.ReadyReplicas = new(deref(st.Replicas)), new(deref(st.ReadyReplicas))
 	want := deref(deploy.Spec.Replicas)
 	var progressing *appsv1ac.DeploymentConditionApplyConfiguration
 	for i := range st.Conditions {
@@ -421,8 +422,8 @@ func desiredDeployment(app *webappv1.WebApp) *appsv1ac.DeploymentApplyConfigurat
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
-	if app.Spec.DBRef != "" {
-		container.WithEnv(corev1ac.EnvVar().WithName("DATABASE_HOST").WithValue(fmt.Sprintf("%s.%s.svc", app.Spec.DBRef, app.Namespace)))
+	if app.Spec.DBRef != nil {
+		container.WithEnv(corev1ac.EnvVar().WithName("DATABASE_HOST").WithValue(fmt.Sprintf("%s.%s.svc", *app.Spec.DBRef, app.Namespace)))
 	}
 	return appsv1ac.Deployment(app.Name, app.Namespace).
 		WithLabels(objectLabels(app)).

@@ -40,7 +40,7 @@ func (src *WebApp) ConvertTo(hub conversion.Hub) error {
 	dst.Spec = v2.WebAppSpec{
 		Image:     src.Spec.Image,
 		Replicas:  copyInt32(src.Spec.Replicas),
-		Database:  v2.DatabaseReference{ServiceName: src.Spec.DBRef},
+		Database:  databaseToV2(src.Spec.DBRef),
 		Resources: resourcesToV2(src.Spec.Resources),
 	}
 	if hasSaved {
@@ -55,11 +55,11 @@ func (src *WebApp) ConvertTo(hub conversion.Hub) error {
 	dst.Status = v2.WebAppStatus{
 		Conditions:         copyConditions(src.Status.Conditions),
 		Ready:              copyBool(src.Status.Ready),
-		Replicas:           src.Status.Replicas,
-		ReadyReplicas:      src.Status.ReadyReplicas,
-		Message:            src.Status.Message,
-		Selector:           src.Status.Selector,
-		ObservedGeneration: src.Status.ObservedGeneration,
+		Replicas:           copyInt32(src.Status.Replicas),
+		ReadyReplicas:      copyInt32(src.Status.ReadyReplicas),
+		Message:            copyString(src.Status.Message),
+		Selector:           copyString(src.Status.Selector),
+		ObservedGeneration: copyInt64(src.Status.ObservedGeneration),
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func (dst *WebApp) ConvertFrom(hub conversion.Hub) error {
 	dst.Spec = WebAppSpec{
 		Image:     src.Spec.Image,
 		Replicas:  copyInt32(src.Spec.Replicas),
-		DBRef:     src.Spec.Database.ServiceName,
+		DBRef:     databaseFromV2(src.Spec.Database),
 		Resources: resourcesFromV2(src.Spec.Resources),
 	}
 	if !equality.Semantic.DeepEqual(resourcesToV2(dst.Spec.Resources), src.Spec.Resources) {
@@ -98,11 +98,11 @@ func (dst *WebApp) ConvertFrom(hub conversion.Hub) error {
 	dst.Status = WebAppStatus{
 		Conditions:         copyConditions(src.Status.Conditions),
 		Ready:              copyBool(src.Status.Ready),
-		Replicas:           src.Status.Replicas,
-		ReadyReplicas:      src.Status.ReadyReplicas,
-		Message:            src.Status.Message,
-		Selector:           src.Status.Selector,
-		ObservedGeneration: src.Status.ObservedGeneration,
+		Replicas:           copyInt32(src.Status.Replicas),
+		ReadyReplicas:      copyInt32(src.Status.ReadyReplicas),
+		Message:            copyString(src.Status.Message),
+		Selector:           copyString(src.Status.Selector),
+		ObservedGeneration: copyInt64(src.Status.ObservedGeneration),
 	}
 	return nil
 }
@@ -113,16 +113,14 @@ func resourcesToV2(r *ContainerResources) *v2.ResourceRequirements {
 	if r == nil {
 		return nil
 	}
-	amounts := v2.ContainerResources{}
+	amounts := &v2.ContainerResources{}
 	if r.CPU != nil {
 		amounts.CPU = new(r.CPU.DeepCopy())
 	}
 	if r.Memory != nil {
 		amounts.Memory = new(r.Memory.DeepCopy())
 	}
-	var limits v2.ContainerResources
-	amounts.DeepCopyInto(&limits)
-	return &v2.ResourceRequirements{Requests: amounts, Limits: limits}
+	return &v2.ResourceRequirements{Requests: amounts, Limits: amounts.DeepCopy()}
 }
 
 // resourcesFromV2 is the closest v1 form of v2's spec.resources: the
@@ -132,6 +130,9 @@ func resourcesFromV2(r *v2.ResourceRequirements) *ContainerResources {
 		return nil
 	}
 	out := &ContainerResources{}
+	if r.Requests == nil {
+		return out
+	}
 	if r.Requests.CPU != nil {
 		out.CPU = new(r.Requests.CPU.DeepCopy())
 	}
@@ -141,7 +142,37 @@ func resourcesFromV2(r *v2.ResourceRequirements) *ContainerResources {
 	return out
 }
 
+// databaseToV2 is v1's spec.dbRef as v2's spec.database.
+func databaseToV2(dbRef *string) *v2.DatabaseReference {
+	if dbRef == nil {
+		return nil
+	}
+	return &v2.DatabaseReference{ServiceName: *dbRef}
+}
+
+// databaseFromV2 is v2's spec.database as v1's spec.dbRef.
+func databaseFromV2(db *v2.DatabaseReference) *string {
+	if db == nil {
+		return nil
+	}
+	return new(db.ServiceName)
+}
+
 func copyInt32(p *int32) *int32 {
+	if p == nil {
+		return nil
+	}
+	return new(*p)
+}
+
+func copyInt64(p *int64) *int64 {
+	if p == nil {
+		return nil
+	}
+	return new(*p)
+}
+
+func copyString(p *string) *string {
 	if p == nil {
 		return nil
 	}

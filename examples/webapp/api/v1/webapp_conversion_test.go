@@ -141,20 +141,21 @@ func q(s string) *resource.Quantity { return new(resource.MustParse(s)) }
 // cannot (a conversion that swapped requests and limits both ways would
 // round-trip too).
 func TestConversionMapping(t *testing.T) {
-	v1 := &webappv1.WebApp{Spec: webappv1.WebAppSpec{Image: "web:1", DBRef: "orders-db",
+	v1 := &webappv1.WebApp{Spec: webappv1.WebAppSpec{Image: "web:1", DBRef: new("orders-db"),
 		Resources: &webappv1.ContainerResources{CPU: q("250m"), Memory: q("64Mi")}}}
 	v2 := &webappv2.WebApp{}
 	require.NoError(t, v1.ConvertTo(v2))
+	require.NotNil(t, v2.Spec.Database)
 	assert.Equal(t, "orders-db", v2.Spec.Database.ServiceName)
 	require.NotNil(t, v2.Spec.Resources)
-	for _, r := range []webappv2.ContainerResources{v2.Spec.Resources.Requests, v2.Spec.Resources.Limits} {
+	for _, r := range []*webappv2.ContainerResources{v2.Spec.Resources.Requests, v2.Spec.Resources.Limits} {
 		assert.Equal(t, "250m", r.CPU.String(), "v1's amounts are both the requests and the limits")
 		assert.Equal(t, "64Mi", r.Memory.String())
 	}
 
 	// Limits above the requests: v1 shows the requests, the annotation the
 	// whole v2 value.
-	v2.Spec.Resources.Limits = webappv2.ContainerResources{CPU: q("1"), Memory: q("1Gi")}
+	v2.Spec.Resources.Limits = &webappv2.ContainerResources{CPU: q("1"), Memory: q("1Gi")}
 	back := &webappv1.WebApp{}
 	require.NoError(t, back.ConvertFrom(v2))
 	assert.Equal(t, "250m", back.Spec.Resources.CPU.String())
@@ -191,4 +192,17 @@ func v2Of(t *testing.T, v1 *webappv1.WebApp) *webappv2.WebApp {
 	out := &webappv2.WebApp{}
 	require.NoError(t, v1.DeepCopy().ConvertTo(out))
 	return out
+}
+
+// TestZeroCountsSurviveConversion: status.replicas and status.readyReplicas
+// of a WebApp scaled to nothing ready are 0 on the wire in both versions, not
+// absent (which a client cannot tell from "not reported yet").
+func TestZeroCountsSurviveConversion(t *testing.T) {
+	in := &webappv2.WebApp{Status: webappv2.WebAppStatus{Replicas: new(int32(2)), ReadyReplicas: new(int32(0))}}
+	spoke, out := roundTripV2(t, in)
+	b, err := json.Marshal(spoke)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"readyReplicas":0`, "v1 keeps the 0")
+	require.NotNil(t, out.Status.ReadyReplicas, "v2 keeps the 0")
+	assert.Equal(t, int32(0), *out.Status.ReadyReplicas)
 }

@@ -48,7 +48,7 @@ type WebAppSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
-	DBRef string `json:"dbRef,omitempty"`
+	DBRef *string `json:"dbRef,omitempty"`
 
 	// resources are the CPU and memory each pod requests and is limited to.
 	// Defaults to 500m CPU and 256Mi memory.
@@ -72,7 +72,6 @@ type ContainerResources struct {
 func (s *WebAppStatus) IsReady() bool { return s.Ready != nil && *s.Ready }
 
 // WebAppStatus is the observed state of a WebApp.
-// +kubebuilder:validation:MinProperties=1
 type WebAppStatus struct {
 	// conditions are Ready, Reconciling, Stalled (kstatus), DatabaseReady
 	// and Available, one of each type.
@@ -89,27 +88,27 @@ type WebAppStatus struct {
 	// replicas is the number of pods of the Deployment (the scale
 	// subresource's status).
 	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
+	Replicas *int32 `json:"replicas,omitempty"`
 	// readyReplicas is the number of ready pods.
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
 	// message is a one-line human summary, for example
 	// "Waiting for 2/3 replicas": the Ready condition's message (at most
 	// 32768 characters), with a short prefix when Ready.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=33024
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message *string `json:"message,omitempty"`
 	// selector is the label selector of the pods, in string form, for the
 	// scale subresource (and so for HorizontalPodAutoscalers).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
-	Selector string `json:"selector,omitempty"`
+	Selector *string `json:"selector,omitempty"`
 	// observedGeneration is the generation this status was computed for.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 }
 
 // WebApp runs a stateless web application: a Deployment and a Service,

@@ -107,6 +107,11 @@ func (in *WebAppSpec) DeepCopyInto(out *WebAppSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.DBRef != nil {
+		in, out := &in.DBRef, &out.DBRef
+		*out = new(string)
+		**out = **in
+	}
 	if in.Resources != nil {
 		in, out := &in.Resources, &out.Resources
 		*out = new(ContainerResources)
@@ -137,6 +142,31 @@ func (in *WebAppStatus) DeepCopyInto(out *WebAppStatus) {
 	if in.Ready != nil {
 		in, out := &in.Ready, &out.Ready
 		*out = new(bool)
+		**out = **in
+	}
+	if in.Replicas != nil {
+		in, out := &in.Replicas, &out.Replicas
+		*out = new(int32)
+		**out = **in
+	}
+	if in.ReadyReplicas != nil {
+		in, out := &in.ReadyReplicas, &out.ReadyReplicas
+		*out = new(int32)
+		**out = **in
+	}
+	if in.Message != nil {
+		in, out := &in.Message, &out.Message
+		*out = new(string)
+		**out = **in
+	}
+	if in.Selector != nil {
+		in, out := &in.Selector, &out.Selector
+		*out = new(string)
+		**out = **in
+	}
+	if in.ObservedGeneration != nil {
+		in, out := &in.ObservedGeneration, &out.ObservedGeneration
+		*out = new(int64)
 		**out = **in
 	}
 }

@@ -51,7 +51,7 @@ type WebAppSpec struct {
 	// DatabaseReady=False, until that Service exists, and its pods get
 	// DATABASE_HOST set to the Service's cluster DNS name.
 	// +optional
-	Database DatabaseReference `json:"database,omitzero"`
+	Database *DatabaseReference `json:"database,omitempty"`
 
 	// resources are the CPU and memory each pod requests and is limited to.
 	// Requests default to 500m CPU and 256Mi memory; a limit left unset is
@@ -78,11 +78,11 @@ type ResourceRequirements struct {
 	// requests are the CPU and memory the scheduler reserves for each pod.
 	// An unset one defaults to 500m CPU or 256Mi memory.
 	// +optional
-	Requests ContainerResources `json:"requests,omitzero"`
+	Requests *ContainerResources `json:"requests,omitempty"`
 	// limits are the most CPU and memory each pod may use; each must be at
 	// least its request. An unset one is the request.
 	// +optional
-	Limits ContainerResources `json:"limits,omitzero"`
+	Limits *ContainerResources `json:"limits,omitempty"`
 }
 
 // ContainerResources are an amount of CPU and memory. An empty object is
@@ -101,7 +101,6 @@ type ContainerResources struct {
 func (s *WebAppStatus) IsReady() bool { return s.Ready != nil && *s.Ready }
 
 // WebAppStatus is the observed state of a WebApp (the same in v1 and v2).
-// +kubebuilder:validation:MinProperties=1
 type WebAppStatus struct {
 	// conditions are Ready, Reconciling, Stalled (kstatus), DatabaseReady
 	// and Available, one of each type.
@@ -118,27 +117,27 @@ type WebAppStatus struct {
 	// replicas is the number of pods of the Deployment (the scale
 	// subresource's status).
 	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
+	Replicas *int32 `json:"replicas,omitempty"`
 	// readyReplicas is the number of ready pods.
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
 	// message is a one-line human summary, for example
 	// "Waiting for 2/3 replicas": the Ready condition's message (at most
 	// 32768 characters), with a short prefix when Ready.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=33024
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message *string `json:"message,omitempty"`
 	// selector is the label selector of the pods, in string form, for the
 	// scale subresource (and so for HorizontalPodAutoscalers).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
-	Selector string `json:"selector,omitempty"`
+	Selector *string `json:"selector,omitempty"`
 	// observedGeneration is the generation this status was computed for.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 }
 
 // WebApp runs a stateless web application: a Deployment and a Service,

@@ -47,7 +47,7 @@ func TestNoReadyBeforeRollout(t *testing.T) {
 	app = f.app()
 	ready := conditions.Get(app, conditions.Ready)
 	require.NotNil(t, ready)
-	assert.Equal(t, app.Generation, app.Status.ObservedGeneration)
+	assert.Equal(t, &app.Generation, app.Status.ObservedGeneration)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status, "Ready for generation %d before its rollout: %+v", app.Generation, ready)
 	assert.False(t, app.Status.IsReady())
 	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))

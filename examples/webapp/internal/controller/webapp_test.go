@@ -203,9 +203,10 @@ func TestLifecycle(t *testing.T) {
 	// Stored as false, not omitted: `kubectl get wa` shows READY false
 	// instead of an empty column.
 	require.NotNil(t, app.Status.Ready, "status.ready is written when false")
-	assert.Equal(t, "Deployment shop: Replicas: 0/3", app.Status.Message)
+	assert.Equal(t, new("Deployment shop: Replicas: 0/3"), app.Status.Message)
+	assert.Equal(t, new(int32(0)), app.Status.ReadyReplicas, "0 ready is written, not omitted")
 	assert.True(t, conditions.IsTrue(app, conditions.Reconciling))
-	assert.Equal(t, "app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp", app.Status.Selector)
+	assert.Equal(t, new("app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp"), app.Status.Selector)
 
 	// The route registry has the WebApp's entry, in its shard, which is
 	// labelled for readers and for the operator's cache.
@@ -218,15 +219,15 @@ func TestLifecycle(t *testing.T) {
 	f.rollOut(2)
 	f.reconcile()
 	app = f.app()
-	assert.Equal(t, "Deployment shop: Available: 2/3", app.Status.Message)
-	assert.Equal(t, int32(2), app.Status.ReadyReplicas)
+	assert.Equal(t, new("Deployment shop: Available: 2/3"), app.Status.Message)
+	assert.Equal(t, new(int32(2)), app.Status.ReadyReplicas)
 	f.rollOut(3)
 	f.reconcile()
 	app = f.app()
 	assert.True(t, app.Status.IsReady())
-	assert.Equal(t, int32(3), app.Status.ReadyReplicas)
-	assert.Equal(t, int32(3), app.Status.Replicas)
-	assert.Equal(t, app.Generation, app.Status.ObservedGeneration)
+	assert.Equal(t, new(int32(3)), app.Status.ReadyReplicas)
+	assert.Equal(t, new(int32(3)), app.Status.Replicas)
+	assert.Equal(t, &app.Generation, app.Status.ObservedGeneration)
 	assert.True(t, conditions.IsTrue(app, conditions.Ready))
 	assert.Nil(t, conditions.Get(app, conditions.Reconciling))
 
@@ -320,7 +321,7 @@ func TestDatabaseAppearing(t *testing.T) {
 	mgr := startOperator(t, ns)
 
 	app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: ns},
-		Spec: webappv2.WebAppSpec{Image: "web:1", Database: webappv2.DatabaseReference{ServiceName: "orders-db"}}}
+		Spec: webappv2.WebAppSpec{Image: "web:1", Database: &webappv2.DatabaseReference{ServiceName: "orders-db"}}}
 	require.NoError(t, env.Client.Create(ctx, app))
 	key := client.ObjectKeyFromObject(app)
 
@@ -332,7 +333,8 @@ func TestDatabaseAppearing(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond)
 	assert.Equal(t, "DatabaseNotFound", db.Reason)
 	assert.Contains(t, db.Message, `"orders-db"`)
-	assert.Contains(t, app.Status.Message, `database Service "orders-db" not found`)
+	require.NotNil(t, app.Status.Message)
+	assert.Contains(t, *app.Status.Message, `database Service "orders-db" not found`)
 	err := env.Client.Get(ctx, key, &appsv1.Deployment{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing is deployed before the database exists")
 
@@ -369,8 +371,8 @@ func TestDatabaseAppearing(t *testing.T) {
 // apart; an unset limit is the request, an unset request the default.
 func TestRequestsAndLimits(t *testing.T) {
 	f := newFixture(t, webappv2.WebAppSpec{Image: "web:1", Resources: &webappv2.ResourceRequirements{
-		Requests: webappv2.ContainerResources{CPU: new(resource.MustParse("100m"))},
-		Limits:   webappv2.ContainerResources{CPU: new(resource.MustParse("2")), Memory: new(resource.MustParse("1Gi"))},
+		Requests: &webappv2.ContainerResources{CPU: new(resource.MustParse("100m"))},
+		Limits:   &webappv2.ContainerResources{CPU: new(resource.MustParse("2")), Memory: new(resource.MustParse("1Gi"))},
 	}})
 	f.reconcile()
 	res := f.deployment().Spec.Template.Spec.Containers[0].Resources
@@ -380,7 +382,7 @@ func TestRequestsAndLimits(t *testing.T) {
 	assert.Equal(t, "1Gi", res.Limits.Memory().String())
 
 	app := f.app()
-	app.Spec.Resources = &webappv2.ResourceRequirements{Requests: webappv2.ContainerResources{Memory: new(resource.MustParse("64Mi"))}}
+	app.Spec.Resources = &webappv2.ResourceRequirements{Requests: &webappv2.ContainerResources{Memory: new(resource.MustParse("64Mi"))}}
 	require.NoError(t, env.Client.Update(f.ctx, app))
 	f.reconcile()
 	res = f.deployment().Spec.Template.Spec.Containers[0].Resources

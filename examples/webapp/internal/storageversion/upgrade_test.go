@@ -81,7 +81,7 @@ func TestUpgradeFromV1(t *testing.T) {
 	// webhook (memory below webhook.MinMemory): it was created while no
 	// webhook was installed, as under an older release's looser rules.
 	oldApps := map[string]webappv1.WebAppSpec{
-		"shop": {Image: "registry.example.com/shop:1.0", Replicas: new(int32(2)), DBRef: "orders-db",
+		"shop": {Image: "registry.example.com/shop:1.0", Replicas: new(int32(2)), DBRef: new("orders-db"),
 			Resources: &webappv1.ContainerResources{CPU: q("250m"), Memory: q("64Mi")}},
 		"blog": {Image: "registry.example.com/blog:1.0", Replicas: new(int32(1)),
 			Resources: &webappv1.ContainerResources{CPU: q("500m"), Memory: q("256Mi")}},
@@ -120,7 +120,12 @@ func TestUpgradeFromV1(t *testing.T) {
 		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, v2), "read as v2 through the conversion webhook")
 		assert.NotEqual(t, oldRV[name], v2.ResourceVersion, "%s was rewritten in the storage version", name)
 		assert.Equal(t, int64(1), v2.Generation, "%s: the rewrite changed no spec", name)
-		assert.Equal(t, spec.DBRef, v2.Spec.Database.ServiceName)
+		if spec.DBRef != nil {
+			require.NotNil(t, v2.Spec.Database)
+			assert.Equal(t, *spec.DBRef, v2.Spec.Database.ServiceName)
+		} else {
+			assert.Nil(t, v2.Spec.Database)
+		}
 		assert.Equal(t, spec.Image, v2.Spec.Image)
 		require.NotNil(t, v2.Spec.Resources)
 		assert.Equal(t, spec.Resources.CPU.String(), v2.Spec.Resources.Requests.CPU.String())
@@ -138,10 +143,10 @@ func TestUpgradeFromV1(t *testing.T) {
 
 	t.Run("v2 resources v1 cannot say survive a v1 client's update", func(t *testing.T) {
 		app := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "burst"}, Spec: webappv2.WebAppSpec{
-			Image: "web:1", Database: webappv2.DatabaseReference{ServiceName: "orders-db"},
+			Image: "web:1", Database: &webappv2.DatabaseReference{ServiceName: "orders-db"},
 			Resources: &webappv2.ResourceRequirements{
-				Requests: webappv2.ContainerResources{CPU: q("100m"), Memory: q("64Mi")},
-				Limits:   webappv2.ContainerResources{CPU: q("1")},
+				Requests: &webappv2.ContainerResources{CPU: q("100m"), Memory: q("64Mi")},
+				Limits:   &webappv2.ContainerResources{CPU: q("1")},
 			}}}
 		require.NoError(t, c.Create(ctx, app))
 		assert.Equal(t, "64Mi", app.Spec.Resources.Limits.Memory.String(), "v2 defaulting: an unset limit is the request")
@@ -149,7 +154,7 @@ func TestUpgradeFromV1(t *testing.T) {
 		v1 := &webappv1.WebApp{}
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(app), v1))
 		assert.Equal(t, "100m", v1.Spec.Resources.CPU.String(), "v1 shows the requests")
-		assert.Equal(t, "orders-db", v1.Spec.DBRef)
+		assert.Equal(t, new("orders-db"), v1.Spec.DBRef)
 		assert.JSONEq(t, `{"requests":{"cpu":"100m","memory":"64Mi"},"limits":{"cpu":"1","memory":"64Mi"}}`,
 			v1.Annotations[webappv1.ResourcesAnnotation])
 
@@ -187,7 +192,7 @@ func TestUpgradeFromV1(t *testing.T) {
 
 		badV2 := &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-v2"},
 			Spec: webappv2.WebAppSpec{Image: "web:1", Resources: &webappv2.ResourceRequirements{
-				Requests: webappv2.ContainerResources{CPU: q("2")}, Limits: webappv2.ContainerResources{CPU: q("1")}}}}
+				Requests: &webappv2.ContainerResources{CPU: q("2")}, Limits: &webappv2.ContainerResources{CPU: q("1")}}}}
 		err = c.Create(ctx, badV2)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "spec.resources.limits.cpu", "v2 validation: no limit below its request")

@@ -113,8 +113,8 @@ func Validate(app *webappv1.WebApp) (webhookkit.Warnings, field.ErrorList) {
 	if r := app.Spec.Replicas; r != nil && (*r < 1 || *r > 100) {
 		errs = append(errs, field.Invalid(spec.Child("replicas"), *r, "must be between 1 and 100"))
 	}
-	if app.Spec.DBRef != "" {
-		errs = append(errs, webhookkit.DNS1123Label(spec.Child("dbRef"), app.Spec.DBRef)...)
+	if ref := app.Spec.DBRef; ref != nil {
+		errs = append(errs, webhookkit.DNS1123Label(spec.Child("dbRef"), *ref)...)
 	}
 	if res := app.Spec.Resources; res != nil {
 		if res.CPU != nil && res.CPU.Sign() <= 0 {
@@ -143,6 +143,12 @@ func DefaultV2(_ context.Context, app *webappv2.WebApp) error {
 		app.Spec.Resources = &webappv2.ResourceRequirements{}
 	}
 	r := app.Spec.Resources
+	if r.Requests == nil {
+		r.Requests = &webappv2.ContainerResources{}
+	}
+	if r.Limits == nil {
+		r.Limits = &webappv2.ContainerResources{}
+	}
 	if r.Requests.CPU == nil {
 		r.Requests.CPU = new(controller.DefaultCPU.DeepCopy())
 	}
@@ -166,15 +172,18 @@ func ValidateV2(app *webappv2.WebApp) (webhookkit.Warnings, field.ErrorList) {
 	if r := app.Spec.Replicas; r != nil && (*r < 1 || *r > 100) {
 		errs = append(errs, field.Invalid(spec.Child("replicas"), *r, "must be between 1 and 100"))
 	}
-	if name := app.Spec.Database.ServiceName; name != "" {
-		errs = append(errs, webhookkit.DNS1123Label(spec.Child("database", "serviceName"), name)...)
+	if db := app.Spec.Database; db != nil {
+		errs = append(errs, webhookkit.DNS1123Label(spec.Child("database", "serviceName"), db.ServiceName)...)
 	}
 	if res := app.Spec.Resources; res != nil {
 		path := spec.Child("resources")
 		for _, amounts := range []struct {
 			path *field.Path
-			r    webappv2.ContainerResources
+			r    *webappv2.ContainerResources
 		}{{path.Child("requests"), res.Requests}, {path.Child("limits"), res.Limits}} {
+			if amounts.r == nil {
+				continue
+			}
 			if c := amounts.r.CPU; c != nil && c.Sign() <= 0 {
 				errs = append(errs, field.Invalid(amounts.path.Child("cpu"), c.String(), "must be positive"))
 			}
@@ -182,11 +191,13 @@ func ValidateV2(app *webappv2.WebApp) (webhookkit.Warnings, field.ErrorList) {
 				errs = append(errs, field.Invalid(amounts.path.Child("memory"), m.String(), "must be at least "+MinMemory.String()))
 			}
 		}
-		if l, r := res.Limits.CPU, res.Requests.CPU; l != nil && r != nil && l.Cmp(*r) < 0 {
-			errs = append(errs, field.Invalid(path.Child("limits", "cpu"), l.String(), "must be at least the request, "+r.String()))
-		}
-		if l, r := res.Limits.Memory, res.Requests.Memory; l != nil && r != nil && l.Cmp(*r) < 0 {
-			errs = append(errs, field.Invalid(path.Child("limits", "memory"), l.String(), "must be at least the request, "+r.String()))
+		if lim, req := res.Limits, res.Requests; lim != nil && req != nil {
+			if l, r := lim.CPU, req.CPU; l != nil && r != nil && l.Cmp(*r) < 0 {
+				errs = append(errs, field.Invalid(path.Child("limits", "cpu"), l.String(), "must be at least the request, "+r.String()))
+			}
+			if l, r := lim.Memory, req.Memory; l != nil && r != nil && l.Cmp(*r) < 0 {
+				errs = append(errs, field.Invalid(path.Child("limits", "memory"), l.String(), "must be at least the request, "+r.String()))
+			}
 		}
 	}
 	var warnings webhookkit.Warnings

@@ -36,12 +36,12 @@ func TestValidate(t *testing.T) {
 		fields   []string // every field path the error must name
 		warnings int
 	}{
-		{name: "valid", spec: webappv1.WebAppSpec{Image: "registry.example.com/web:v2.1.0", Replicas: new(int32(3)), DBRef: "orders-db"}},
+		{name: "valid", spec: webappv1.WebAppSpec{Image: "registry.example.com/web:v2.1.0", Replicas: new(int32(3)), DBRef: new("orders-db")}},
 		{name: "digest", spec: webappv1.WebAppSpec{Image: "web@sha256:" + strings.Repeat("a", 64)}},
 		{name: "latest warns", spec: webappv1.WebAppSpec{Image: "web:latest"}, warnings: 1},
 		{name: "no tag", spec: webappv1.WebAppSpec{Image: "web"}, fields: []string{"spec.image"}},
 		{name: "replicas out of range", spec: webappv1.WebAppSpec{Image: "web:1", Replicas: new(int32(101))}, fields: []string{"spec.replicas"}},
-		{name: "bad dbRef", spec: webappv1.WebAppSpec{Image: "web:1", DBRef: "Orders_DB"}, fields: []string{"spec.dbRef"}},
+		{name: "bad dbRef", spec: webappv1.WebAppSpec{Image: "web:1", DBRef: new("Orders_DB")}, fields: []string{"spec.dbRef"}},
 		{
 			name:   "what a schema cannot say, every field at once",
 			spec:   webappv1.WebAppSpec{Image: "web:1", Resources: &webappv1.ContainerResources{CPU: q("0"), Memory: q("1Mi")}},
@@ -63,8 +63,8 @@ func TestValidate(t *testing.T) {
 
 func TestDefaultV2(t *testing.T) {
 	app := &webappv2.WebApp{Spec: webappv2.WebAppSpec{Image: "web:1", Resources: &webappv2.ResourceRequirements{
-		Requests: webappv2.ContainerResources{Memory: q("1Gi")},
-		Limits:   webappv2.ContainerResources{CPU: q("2")},
+		Requests: &webappv2.ContainerResources{Memory: q("1Gi")},
+		Limits:   &webappv2.ContainerResources{CPU: q("2")},
 	}}}
 	require.NoError(t, webhook.DefaultV2(context.Background(), app))
 	assert.Equal(t, int32(1), *app.Spec.Replicas)
@@ -90,7 +90,7 @@ func TestDefaultV2(t *testing.T) {
 
 func TestValidateV2(t *testing.T) {
 	res := func(reqCPU, reqMem, limCPU, limMem string) *webappv2.ResourceRequirements {
-		r := &webappv2.ResourceRequirements{}
+		r := &webappv2.ResourceRequirements{Requests: &webappv2.ContainerResources{}, Limits: &webappv2.ContainerResources{}}
 		for _, f := range []struct {
 			s   string
 			dst **resource.Quantity
@@ -108,11 +108,11 @@ func TestValidateV2(t *testing.T) {
 		warnings int
 	}{
 		{name: "valid", spec: webappv2.WebAppSpec{Image: "registry.example.com/web:v2.1.0", Replicas: new(int32(3)),
-			Database: webappv2.DatabaseReference{ServiceName: "orders-db"}, Resources: res("100m", "64Mi", "1", "1Gi")}},
+			Database: &webappv2.DatabaseReference{ServiceName: "orders-db"}, Resources: res("100m", "64Mi", "1", "1Gi")}},
 		{name: "latest warns", spec: webappv2.WebAppSpec{Image: "web:latest"}, warnings: 1},
 		{name: "no tag", spec: webappv2.WebAppSpec{Image: "web"}, fields: []string{"spec.image"}},
 		{name: "replicas out of range", spec: webappv2.WebAppSpec{Image: "web:1", Replicas: new(int32(0))}, fields: []string{"spec.replicas"}},
-		{name: "bad database", spec: webappv2.WebAppSpec{Image: "web:1", Database: webappv2.DatabaseReference{ServiceName: "Orders_DB"}},
+		{name: "bad database", spec: webappv2.WebAppSpec{Image: "web:1", Database: &webappv2.DatabaseReference{ServiceName: "Orders_DB"}},
 			fields: []string{"spec.database.serviceName"}},
 		{name: "amounts", spec: webappv2.WebAppSpec{Image: "web:1", Resources: res("0", "1Mi", "0", "8Mi")},
 			fields: []string{"spec.resources.requests.cpu", "spec.resources.requests.memory", "spec.resources.limits.cpu", "spec.resources.limits.memory"}},
