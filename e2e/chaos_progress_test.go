@@ -35,7 +35,7 @@ func TestInvariantsProgressSplitsTheOperatorFromTheRollout(t *testing.T) {
 	w := &webappv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: "uid-1", Generation: 3},
 		Spec:       webappv1.WebAppSpec{Image: m.Image, Replicas: new(m.Replicas)},
-		Status:     webappv1.WebAppStatus{ObservedGeneration: 3},
+		Status:     webappv1.WebAppStatus{ObservedGeneration: new(int64(3))},
 	}
 	owner := []metav1.OwnerReference{{APIVersion: "apps.example.com/v1", Kind: "WebApp", Name: name, UID: "uid-1", Controller: &ctrl}}
 	d := &appsv1.Deployment{
@@ -63,7 +63,7 @@ func TestInvariantsProgressSplitsTheOperatorFromTheRollout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, appProgress{applied: true, rolledOut: true}, progress[name], "rolled out, the operator has not said Ready yet")
 
-	w.Status.Ready, w.Status.ReadyReplicas = new(true), 2
+	w.Status.Ready, w.Status.ReadyReplicas = new(true), new(int32(2))
 	meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: conditionReady, Status: metav1.ConditionTrue, Reason: "Current"})
 	require.NoError(t, c.Status().Update(ctx, w))
 	violations, progress, err = iv.check(ctx)
@@ -90,8 +90,8 @@ func TestAwaitConvergenceTimesFromTheLastWrite(t *testing.T) {
 	// Waiting for its database, it needs neither Deployment nor Service.
 	w := &webappv1.WebApp{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Generation: 1},
-		Spec:       webappv1.WebAppSpec{Image: m.Image, Replicas: new(m.Replicas), DBRef: m.DBRef},
-		Status: webappv1.WebAppStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{
+		Spec:       webappv1.WebAppSpec{Image: m.Image, Replicas: new(m.Replicas), DBRef: nonEmpty(m.DBRef)},
+		Status: webappv1.WebAppStatus{ObservedGeneration: new(int64(1)), Conditions: []metav1.Condition{
 			{Type: conditionReady, Status: metav1.ConditionFalse, Reason: "DatabaseNotFound"},
 			{Type: webappv1.DatabaseReady, Status: metav1.ConditionFalse, Reason: "DatabaseNotFound"},
 		}},

@@ -1,0 +1,298 @@
+// Package controller reconciles WebApps with reconcilekit: the whole
+// controller is a list of steps, the objects they apply, and the watches.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/reconciler"
+
+	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
+)
+
+// Name is the controller's name: field manager, event source, metrics label.
+const Name = "webapp-controller"
+
+// Finalizer guards the cleanup of a WebApp's entry in the route registry.
+const Finalizer = "apps.example.com/cleanup"
+
+// CleanupDeadline is how long a WebApp may take to be deleted before its
+// cleanup counts as overdue (a CleanupOverdue event on every pass, and
+// reconcilekit_cleanup_overdue_objects).
+const CleanupDeadline = 10 * time.Minute
+
+// Labels put on every object the operator creates for a WebApp.
+const (
+	labelName     = "app.kubernetes.io/name"
+	labelInstance = "app.kubernetes.io/instance"
+	labelManaged  = "app.kubernetes.io/managed-by"
+	managedBy     = "webapp-operator"
+)
+
+// Defaults, applied by the webhook and again here for clusters installed
+// without it.
+var (
+	DefaultCPU    = resource.MustParse("500m")
+	DefaultMemory = resource.MustParse("256Mi")
+)
+
+// dbRefIndex indexes WebApps by spec.database.serviceName so a Service
+// event finds the WebApps waiting for it.
+const dbRefIndex = "spec.database.serviceName"
+
+// Least privilege: exactly the verbs the code uses. Owned objects are
+// written by server-side apply (patch; create for the first apply) and never
+// updated or deleted (the garbage collector deletes them); WebApps are only
+// patched (finalizers) and their status patched; webapps/finalizers update is
+// what blockOwnerDeletion requires on clusters that enforce it.
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps/status,verbs=get;patch
+// +kubebuilder:rbac:groups=apps.example.com,resources=webapps/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// Services: the WebApps' own (cached by label, CacheOptions) and the
+// database Services they wait for (metadata only, in a cache of their own:
+// newDatabaseCache), in every namespace. The route registry's ConfigMaps:
+// registry.go.
+// +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Setup builds the WebApp reconciler and registers it, with its watches,
+// with mgr. registryNamespace is where the route registry lives (the
+// operator's namespace). The manager's cache must be built with
+// CacheOptions(registryNamespace) (or cache at least what it selects);
+// Setup adds a second, metadata-only cache for the database Services.
+func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*webappv2.WebApp], error) {
+	databases, err := newDatabaseCache(mgr)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(databases); err != nil {
+		return nil, fmt.Errorf("adding the database Service cache: %w", err)
+	}
+	r, err := New(mgr, reconciler.Options[*webappv2.WebApp]{}, registryNamespace, databases)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &webappv2.WebApp{}, dbRefIndex,
+		func(o client.Object) []string {
+			if db := o.(*webappv2.WebApp).Spec.Database; db != nil {
+				return []string{db.ServiceName}
+			}
+			return nil
+		}); err != nil {
+		return nil, fmt.Errorf("indexing WebApps by %s: %w", dbRefIndex, err)
+	}
+	// r.Builder watches the WebApps, the kinds in Options.Owns and the
+	// API server's recovery after an outage (reconciler.OutageRecovery).
+	err = r.Builder(mgr).
+		// A database Service appearing (or going) wakes the WebApps that
+		// reference it: no polling. Its events come from the metadata-only
+		// cache, which holds every Service as little more than its name.
+		WatchesRawSource(source.Kind(databases.Cache, databaseService(),
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+				var apps webappv2.WebAppList
+				if err := mgr.GetClient().List(ctx, &apps, client.InNamespace(o.GetNamespace()),
+					client.MatchingFields{dbRefIndex: o.GetName()}); err != nil {
+					return nil
+				}
+				reqs := make([]reconcile.Request, 0, len(apps.Items))
+				for _, a := range apps.Items {
+					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
+				}
+				return reqs
+			}))).
+		// The registry is shared with whoever else reads or edits it: an
+		// entry changed or removed behind the operator's back must be put
+		// back, and no WebApp event would ever say so.
+		Watches(&corev1.ConfigMap{}, registryDrift(mgr.GetClient(), registryNamespace)).
+		Complete(r)
+	return r, err
+}
+
+// New builds the WebApp reconciler. opts supplies overrides (tests pass a
+// counting client); steps, conditions and cleanup are always the WebApp's.
+// databases reads the database Services, as metav1.PartialObjectMetadata
+// (Setup passes its metadata-only cache).
+func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNamespace string, databases client.Reader) (*reconciler.Reconciler[*webappv2.WebApp], error) {
+	reg := registry{namespace: registryNamespace}
+	database := waitForDatabase(databases)
+	opts.Name = Name
+	opts.Owns = []client.Object{&appsv1.Deployment{}, &corev1.Service{}}
+	opts.Steps = []reconciler.Step[*webappv2.WebApp]{
+		{Name: "database", Condition: webappv2.DatabaseReady, Run: database},
+		{Name: "service", Run: service},
+		{Name: "register", Run: reg.register},
+		{Name: "deployment", Condition: webappv2.Available, Run: deployment},
+	}
+	opts.Finalizer = Finalizer
+	opts.Cleanup = []reconciler.Step[*webappv2.WebApp]{{Name: "deregister", Run: reg.deregister}}
+	if opts.CleanupDeadline == 0 {
+		// Deregistering is one patch of one shard (two while a legacy
+		// registry remains): a WebApp still deleting after this long is stuck (RBAC, an unreachable
+		// apiserver), and reconcilekit_cleanup_overdue_objects counts it
+		// for the WebAppCleanupOverdue alert. The finalizer is kept: a
+		// deleted WebApp must not stay routable.
+		opts.CleanupDeadline = CleanupDeadline
+	}
+	opts.Summarize = summarize
+	return reconciler.New(mgr, opts)
+}
+
+type scope = reconciler.Scope[*webappv2.WebApp]
+
+// waitForDatabase is the database step: it waits for the Service named by
+// spec.database.serviceName, read through databases (metadata only: its
+// existence is all the step needs).
+func waitForDatabase(databases client.Reader) func(context.Context, *scope) reconciler.Outcome {
+	return func(ctx context.Context, s *scope) reconciler.Outcome {
+		app := s.Object
+		if app.Spec.Database == nil {
+			return reconciler.ContinueWith("NotConfigured", "no database configured")
+		}
+		name := app.Spec.Database.ServiceName
+		err := databases.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: name}, databaseService())
+		switch {
+		case apierrors.IsNotFound(err):
+			return reconciler.Wait("DatabaseNotFound", "database Service %q not found in namespace %q", name, app.Namespace)
+		case err != nil:
+			return reconciler.Error(fmt.Errorf("getting database Service %q: %w", name, err))
+		}
+		return reconciler.ContinueWith("DatabaseFound", "database Service %q found", name)
+	}
+}
+
+func selectorLabels(app *webappv2.WebApp) map[string]string {
+	return map[string]string{labelName: "webapp", labelInstance: app.Name}
+}
+
+func objectLabels(app *webappv2.WebApp) map[string]string {
+	l := selectorLabels(app)
+	l[labelManaged] = managedBy
+	return l
+}
+
+// resourcesOf returns the container's requests and limits: requests
+// default to DefaultCPU and DefaultMemory, and a limit left unset is the
+// request (so a WebApp that says nothing, or a v1 WebApp, is Guaranteed).
+func resourcesOf(app *webappv2.WebApp) (requests, limits corev1.ResourceList) {
+	cpu, memory := DefaultCPU, DefaultMemory
+	limitCPU, limitMemory := (*resource.Quantity)(nil), (*resource.Quantity)(nil)
+	if r := app.Spec.Resources; r != nil {
+		if r.Requests != nil && r.Requests.CPU != nil {
+			cpu = *r.Requests.CPU
+		}
+		if r.Requests != nil && r.Requests.Memory != nil {
+			memory = *r.Requests.Memory
+		}
+		if r.Limits != nil {
+			limitCPU, limitMemory = r.Limits.CPU, r.Limits.Memory
+		}
+	}
+	requests = corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
+	limits = corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
+	if limitCPU != nil {
+		limits[corev1.ResourceCPU] = *limitCPU
+	}
+	if limitMemory != nil {
+		limits[corev1.ResourceMemory] = *limitMemory
+	}
+	return requests, limits
+}
+
+// desiredDeployment is the Deployment a WebApp asks for, as an apply
+// configuration: exactly the fields we own, nothing the server defaults.
+// Its pods pass Pod Security "restricted".
+func desiredDeployment(app *webappv2.WebApp) *appsv1ac.DeploymentApplyConfiguration {
+	replicas := int32(1)
+	if app.Spec.Replicas != nil {
+		replicas = *app.Spec.Replicas
+	}
+	requests, limits := resourcesOf(app)
+	container := corev1ac.Container().
+		WithName("web").
+		WithImage(app.Spec.Image).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(8080)).
+		WithResources(corev1ac.ResourceRequirements().WithRequests(requests).WithLimits(limits)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	if db := app.Spec.Database; db != nil {
+		container.WithEnv(corev1ac.EnvVar().WithName("DATABASE_HOST").WithValue(fmt.Sprintf("%s.%s.svc", db.ServiceName, app.Namespace)))
+	}
+	return appsv1ac.Deployment(app.Name, app.Namespace).
+		WithLabels(objectLabels(app)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(objectLabels(app)).
+				WithSpec(corev1ac.PodSpec().
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					WithContainers(container))))
+}
+
+// service applies the Service in front of the pods.
+func service(ctx context.Context, s *scope) reconciler.Outcome {
+	app := s.Object
+	svc := corev1ac.Service(app.Name, app.Namespace).
+		WithLabels(objectLabels(app)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithSelector(selectorLabels(app)).
+			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http"))))
+	if _, err := s.Apply(ctx, svc); err != nil {
+		return reconciler.Error(err)
+	}
+	return reconciler.Continue()
+}
+
+// deployment applies the Deployment and reports its rollout, judged by
+// kstatus on the generation just applied: Ready only once it is rolled
+// out, Stalled when it exceeds its progress deadline. The status records
+// the pod selector and replica counts for the scale subresource.
+func deployment(ctx context.Context, s *scope) reconciler.Outcome {
+	app := s.Object
+	var d appsv1.Deployment
+	out := s.ApplyAndWait(ctx, desiredDeployment(app), &d)
+	app.Status.Selector = new(labels.SelectorFromSet(selectorLabels(app)).String())
+	if d.UID != "" { // read back: the counts are the Deployment's
+		app.Status.Replicas, app.Status.ReadyReplicas = new(d.Status.Replicas), new(d.Status.ReadyReplicas)
+	}
+	return out
+}
+
+// summarize derives the printer-column fields from the conditions, so they
+// cannot disagree with them.
+func summarize(app *webappv2.WebApp) {
+	ready := conditions.Get(app, conditions.Ready)
+	app.Status.Ready = new(ready != nil && ready.Status == metav1.ConditionTrue)
+	switch {
+	case ready == nil, ready.Message == "" && !app.Status.IsReady():
+		app.Status.Message = nil
+	case app.Status.IsReady():
+		app.Status.Message = new("Ready: " + ready.Message)
+	default:
+		app.Status.Message = new(ready.Message)
+	}
+}
