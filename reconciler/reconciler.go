@@ -38,6 +38,8 @@ type Reconciler[T Object] struct {
 	// outages re-queues what failed while the API server was unavailable
 	// (OutageRecovery).
 	outages *outages
+	// references are the WaitFor steps' watches (ReferenceSources).
+	references *references
 }
 
 var _ reconcile.Reconciler = &Reconciler[Object]{}
@@ -92,6 +94,10 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 	}
 	r.summary = conditions.NewSummary(ready...)
 	if err := validateReady(opts, ready); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.references, err = resolveReferences(mgr, &r.opts, r.newObject); err != nil {
 		return nil, err
 	}
 	return r, nil
