@@ -33,9 +33,10 @@ type Step[T Object] struct {
 	// otherwise.
 	Condition string
 	// Run does the step's work on s.Object, a private deep copy. It may
-	// change s.Object's status only: a change to spec or metadata (which
-	// would never be written) stalls the pass with ReasonInvalidStep. It
-	// must be idempotent: it runs on every pass.
+	// change s.Object's status, labels and annotations only: a change to
+	// spec or other metadata (which would never be written) stalls the
+	// pass with ReasonInvalidStep. It must be idempotent: it runs on every
+	// pass.
 	Run func(ctx context.Context, s *Scope[T]) Outcome
 
 	// reference is set by WaitFor; New gives the step its Run.
