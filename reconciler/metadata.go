@@ -128,11 +128,18 @@ func writeOwnMetadata[T Object](ctx context.Context, c client.Client, reader cli
 			base = answer
 			break
 		}
+		if apierrors.IsNotFound(err) {
+			// Gone: nothing to label, and the status write finds it gone too.
+			return orig, nil
+		}
 		if !apierrors.IsConflict(err) || attempt == maxStatusAttempts {
 			return orig, fmt.Errorf("writing labels and annotations of %s: %w", client.ObjectKeyFromObject(obj), err)
 		}
 		fresh := obj.DeepCopyObject().(T)
 		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return orig, nil
+			}
 			return orig, fmt.Errorf("re-reading %s after a conflict writing its labels and annotations: %w", client.ObjectKeyFromObject(obj), err)
 		}
 		if fresh.GetUID() != orig.GetUID() {

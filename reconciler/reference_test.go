@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
@@ -42,15 +43,19 @@ func TestWaitForWakesOnTheReferencedObject(t *testing.T) {
 		var err error
 		r, err = reconciler.New(mgr, reconciler.Options[*testv1.Widget]{Name: name, Steps: []widgetStep{
 			reconciler.WaitFor("config", "ConfigReady", &corev1.ConfigMap{}, configOf),
-			{Name: "after", Run: func(context.Context, *scope) reconciler.Outcome {
-				after.Add(1)
+			{Name: "after", Run: func(_ context.Context, s *scope) reconciler.Outcome {
+				if s.Object.Namespace == ns {
+					after.Add(1)
+				}
 				return reconciler.Continue()
 			}},
 		}})
 		if err != nil {
 			return err
 		}
-		b := ctrl.NewControllerManagedBy(mgr).Named(name).For(&testv1.Widget{})
+		// Widgets other tests left behind are not this test's.
+		b := ctrl.NewControllerManagedBy(mgr).Named(name).For(&testv1.Widget{}).
+			WithEventFilter(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == ns }))
 		for _, src := range r.ReferenceSources() {
 			b = b.WatchesRawSource(src)
 		}
