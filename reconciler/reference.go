@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 
@@ -90,8 +89,6 @@ func reasonPrefix(step string) string {
 	return b.String()
 }
 
-var startsWithLetter = regexp.MustCompile(`^[A-Za-z]`)
-
 // resolveReferences gives the WaitFor steps of opts their Run, reading
 // through a metadata-only cache added to mgr (or through opts.APIReader
 // without one), and builds their index and watches. It returns nil when
@@ -114,7 +111,7 @@ func resolveReferences[T Object](mgr manager.Manager, opts *Options[T], newObjec
 				return nil, fmt.Errorf("%s: the kind and the name function are required", field)
 			}
 			prefix := reasonPrefix(step.Name)
-			if !startsWithLetter.MatchString(prefix) {
+			if prefix == "" || prefix[0] < 'A' || prefix[0] > 'Z' {
 				return nil, fmt.Errorf("%s: the step name must start with a letter: it makes the reasons %sNotFound and %sFound", field, prefix, prefix)
 			}
 			gvk, err := apiutil.GVKForObject(ref.kind, opts.Scheme)

@@ -163,17 +163,21 @@ func TestWaitForValidation(t *testing.T) {
 	scheme, err := testenv.NewScheme()
 	require.NoError(t, err)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
-	for name, step := range map[string]widgetStep{
-		"no kind":      reconciler.WaitFor[*testv1.Widget]("db", "", nil, configOf),
-		"no name func": reconciler.WaitFor[*testv1.Widget]("db", "", &corev1.ConfigMap{}, nil),
-		"digit first":  reconciler.WaitFor("1db", "", &corev1.ConfigMap{}, configOf),
-		"unknown kind": reconciler.WaitFor("db", "", &metav1.PartialObjectMetadata{}, configOf),
+	for name, tt := range map[string]struct {
+		step widgetStep
+		want string
+	}{
+		"no kind":      {reconciler.WaitFor[*testv1.Widget]("db", "", nil, configOf), "the kind and the name function are required"},
+		"no name func": {reconciler.WaitFor[*testv1.Widget]("db", "", &corev1.ConfigMap{}, nil), "the kind and the name function are required"},
+		"digit first":  {reconciler.WaitFor("1db", "", &corev1.ConfigMap{}, configOf), "the step name must start with a letter"},
+		"unknown kind": {reconciler.WaitFor("db", "", &metav1.PartialObjectMetadata{}, configOf), "kind:"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := reconciler.New(nil, reconciler.Options[*testv1.Widget]{Name: "w", Steps: []widgetStep{step},
+			_, err := reconciler.New(nil, reconciler.Options[*testv1.Widget]{Name: "w", Steps: []widgetStep{tt.step},
 				Client: c, APIReader: c, Scheme: scheme})
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), `Options.Steps[0] (WaitFor "`)
+			assert.Contains(t, err.Error(), `reconciler: Options.Steps[0] (WaitFor "`)
+			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
 }
