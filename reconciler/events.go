@@ -12,13 +12,17 @@ import (
 	"github.com/reconcilekit/reconcilekit/internal/text"
 )
 
-// finish writes status if it changed and emits transition events.
+// finish writes the labels and annotations the steps changed, then status
+// if it changed, and emits transition events.
 //
 // Events are decided against the status the write replaced, not the pass's
 // starting copy: a pass that started from a stale cached copy (right after
 // our own status write) has its optimistic lock refused, re-reads, and then
 // sees that Ready already says what it computed, so it repeats no event.
 func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, p *pass[T], passErr error) error {
+	if err := p.writeOwnMetadata(ctx, c, r.opts.APIReader); err != nil {
+		return err
+	}
 	replaced, err := p.writeStatus(ctx, c, r.opts.APIReader)
 	if err != nil {
 		return err

@@ -36,10 +36,14 @@ type Step[T Object] struct {
 	// otherwise.
 	Condition string
 	// Run does the step's work on s.Object, a private deep copy. It may
-	// change s.Object's status only: a change to spec or metadata (which
-	// would never be written) stalls the pass with ReasonInvalidStep. It
-	// must be idempotent: it runs on every pass.
+	// change s.Object's status, labels and annotations only: a change to
+	// spec or other metadata (which would never be written) stalls the
+	// pass with ReasonInvalidStep. It must be idempotent: it runs on every
+	// pass.
 	Run func(ctx context.Context, s *Scope[T]) Outcome
+
+	// reference is set by WaitFor; New gives the step its Run.
+	reference *reference[T]
 }
 
 // Options configure a [Reconciler].
@@ -164,7 +168,7 @@ func validate[T Object](opts Options[T]) error {
 				errs = append(errs, fmt.Errorf("reconciler: Options.%s[%d].Name %q is not unique", list, i, s.Name))
 			}
 			seen[s.Name] = true
-			if s.Run == nil {
+			if s.Run == nil && s.reference == nil {
 				errs = append(errs, fmt.Errorf("reconciler: Options.%s[%d].Run (%q) is nil", list, i, s.Name))
 			}
 			if list == "Cleanup" && s.Condition != "" {

@@ -28,8 +28,9 @@ const (
 	// ReasonPaused is the reason of the Paused condition.
 	ReasonPaused = "PausedByAnnotation"
 	// ReasonInvalidStep stalls a pass whose step changed the object outside
-	// its status, or applied or pruned a kind Options.Owns does not
-	// declare: a bug in the step, which no retry can fix.
+	// its status, labels and annotations, or applied or pruned a kind
+	// Options.Owns does not declare: a bug in the step, which no retry can
+	// fix.
 	ReasonInvalidStep = "InvalidStep"
 	// ReasonAdoptionRefused stalls a pass whose step could not apply an
 	// owned object because an object by that name exists that the owner may

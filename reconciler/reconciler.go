@@ -39,6 +39,8 @@ type Reconciler[T Object] struct {
 	outages *outages
 	// owned is Options.Owns, resolved.
 	owned ownedKinds
+	// references are the WaitFor steps' watches (ReferenceSources).
+	references *references
 }
 
 var _ reconcile.Reconciler = &Reconciler[Object]{}
@@ -101,6 +103,9 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 	}
 	r.summary = conditions.NewReadySummary(ready...)
 	if err := validateReady(opts, ready); err != nil {
+		return nil, err
+	}
+	if r.references, err = resolveReferences(mgr, &r.opts, r.newObject); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -55,8 +55,9 @@ func TestErrorOutcomeReturnsNoResult(t *testing.T) {
 	assert.True(t, res.IsZero(), "result with an error: %+v", res)
 }
 
-// A step that edits spec or metadata of s.Object would see the edit dropped
-// silently (only status is written); the pass fails naming step and field.
+// A step that edits spec or metadata other than labels and annotations of
+// s.Object would see the edit dropped silently (only status, labels and
+// annotations are written); the pass fails naming step and field.
 func TestStepChangingSpecFailsLoudly(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -64,7 +65,7 @@ func TestStepChangingSpecFailsLoudly(t *testing.T) {
 		path string
 	}{
 		{"spec field", func(w *testv1.Widget) { w.Spec.Size = 9 }, "spec.size"},
-		{"labels", func(w *testv1.Widget) { w.Labels = map[string]string{"x": "y"} }, "metadata.labels"},
+		{"finalizers", func(w *testv1.Widget) { w.Finalizers = []string{"example.com/x"} }, "metadata.finalizers"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ran := false
@@ -81,7 +82,7 @@ func TestStepChangingSpecFailsLoudly(t *testing.T) {
 			assert.False(t, ran, "the pass stops at the bad step")
 			w := f.get()
 			assert.Equal(t, int32(1), w.Spec.Size, "nothing outside status was written")
-			assert.Empty(t, w.Labels)
+			assert.Empty(t, w.Finalizers)
 			stalled := conditions.Get(w, conditions.Stalled)
 			require.NotNil(t, stalled)
 			assert.Equal(t, reconciler.ReasonInvalidStep, stalled.Reason)

@@ -17,7 +17,9 @@ import (
 // Scope is what a step works with during one pass.
 type Scope[T Object] struct {
 	// Object is this pass's private deep copy of the object. Steps change
-	// its status; the reconciler writes it once at the end of the pass.
+	// its status, labels and annotations; the reconciler writes them at
+	// the end of the pass: the labels and annotations that changed in one
+	// patch, then the status.
 	Object T
 	// Client counts its mutating requests into the
 	// reconcilekit_mutating_requests_per_reconcile metric. Reads may be

@@ -23,20 +23,23 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], p *pass[T]) (
 	var stoppedBy string
 	for _, step := range r.opts.Steps {
 		before := snapshotStatus(s.Object)
+		pending := ownMetadataDelta(p.orig, s.Object)
 		out := r.runStep(ctx, step, s)
 		if p.wroteItself() {
 			// The step wrote the object itself through the API (another
 			// finalizer, an annotation) and s.Object holds the server's
 			// answer: that is stored, so it is the new baseline, and the
-			// pass's status goes back on top of it.
+			// pass's status and earlier steps' labels and annotations go
+			// back on top of it.
 			p.rebase(before, s.stored(p.orig))
+			pending.applyTo(s.Object, true)
 		}
-		if path := changedOutsideStatus(p.orig, s.Object); path != "" {
+		if path := changedOutsideStatusAndOwnMetadata(p.orig, s.Object); path != "" {
 			// Only status is written, so the change would be dropped
 			// silently; fail loudly instead, naming the step and field.
 			copyOutsideStatus(p.orig, s.Object)
 			out = Terminal(ReasonInvalidStep, fmt.Errorf("step %s changed %s; steps may change only the object's status, "+
-				"other changes are never written", step.Name, path))
+				"labels and annotations, other changes are never written", step.Name, path))
 		}
 		if err := r.markStep(s.Object, step, out); err != nil {
 			return res, err

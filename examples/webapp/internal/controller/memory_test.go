@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,10 +18,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
+	"github.com/reconcilekit/reconcilekit/reconciler"
 
+	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
 )
 
@@ -28,8 +33,10 @@ import (
 // cost its caches. Before: one typed informer of every Service in the
 // cluster (Owns and the database watch shared it), managedFields
 // stripped. After: the typed Service informer selects the managed-by
-// label (controller.CacheOptions), and the database watch's metadata-only
-// cache keeps each Service's name, namespace, UID and version. The heap is
+// label (controller.CacheOptions), and the database step's metadata-only
+// cache (reconciler.WaitFor) keeps each Service's name, namespace and
+// version; "after" is what a manager as main.go builds it grows by for
+// the WebApp reconciler (its Service caches). The heap is
 // read after a GC with the caches synced, minus the heap before they
 // started, in signed arithmetic: a heap that shrank reads as a negative
 // growth, never as an unsigned wrap-around that would pass or fail the
@@ -49,52 +56,63 @@ func TestServiceCacheMemory(t *testing.T) {
 	ns := env.Namespace(t)
 	createServices(t, ns, n)
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
-	require.NoError(t, err)
-	newCache := func(opts cache.Options) cache.Cache {
-		opts.Scheme, opts.Mapper, opts.HTTPClient = env.Scheme, mgr.GetRESTMapper(), mgr.GetHTTPClient()
-		c, err := cache.New(env.Config, opts)
+	// newManager is a manager as main.go builds it, for the caches'
+	// connection and, after, for the caches themselves.
+	newManager := func(opts cache.Options) manager.Manager {
+		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: opts,
+			Metrics: metricsserver.Options{BindAddress: "0"}, Controller: config.Controller{SkipNameValidation: new(true)}})
 		require.NoError(t, err)
-		return c
+		return mgr
 	}
-	// heapGrowth starts the caches, waits until each holds want Services
-	// of ns, and returns how much the live heap grew.
-	heapGrowth := func(caches ...watched) int64 {
+	// heapGrowth starts run, waits until ready says the caches are
+	// synced, and returns how much the live heap grew.
+	heapGrowth := func(run func(context.Context) error, ready func() bool) int64 {
 		base := liveHeap()
 		runCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer cancel()
-		for _, w := range caches {
-			wg.Go(func() { _ = w.cache.Start(runCtx) })
-		}
-		for _, w := range caches {
-			require.Eventually(t, func() bool {
-				list := w.list()
-				return w.cache.List(ctx, list, client.InNamespace(ns)) == nil && metaLen(list) == w.want
-			}, 60*time.Second, 100*time.Millisecond)
-		}
-		grown := liveHeap() - base // signed: it may shrink
-		runtime.KeepAlive(caches)
-		return grown
+		wg.Go(func() { _ = run(runCtx) })
+		require.Eventually(t, ready, 60*time.Second, 100*time.Millisecond)
+		return liveHeap() - base // signed: it may shrink
 	}
 
-	before := newCache(cache.Options{DefaultTransform: cache.TransformStripManagedFields()})
+	mgr := newManager(cache.Options{})
+	before, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		DefaultTransform: cache.TransformStripManagedFields()})
+	require.NoError(t, err)
 	_, err = before.GetInformer(ctx, &corev1.Service{})
 	require.NoError(t, err)
-	old := heapGrowth(watched{before, services, n})
+	old := heapGrowth(before.Start, func() bool {
+		var list corev1.ServiceList
+		return before.List(ctx, &list, client.InNamespace(ns)) == nil && len(list.Items) == n
+	})
 	before = nil
 
-	typed := newCache(controller.CacheOptions(ns))
-	_, err = typed.GetInformer(ctx, &corev1.Service{})
-	require.NoError(t, err)
-	databases, err := controller.NewDatabaseCache(mgr)
-	require.NoError(t, err)
-	metadata := func() client.ObjectList {
-		return &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceList"}}
+	// After: a manager as main.go builds it, with the typed Service
+	// informer (CacheOptions) and the database step's metadata-only cache,
+	// which the manager syncs before it starts any other runnable; minus
+	// the same manager without the WebApp reconciler (its fixed cost).
+	startManager := func(withReconciler bool) int64 {
+		mgr := newManager(controller.CacheOptions(ns))
+		if withReconciler {
+			_, err := controller.New(mgr, reconciler.Options[*webappv2.WebApp]{}, ns)
+			require.NoError(t, err)
+		}
+		for _, o := range []client.Object{&corev1.Service{}, &webappv2.WebApp{}} {
+			_, err := mgr.GetCache().GetInformer(ctx, o)
+			require.NoError(t, err)
+		}
+		var synced atomic.Bool
+		require.NoError(t, mgr.Add(manager.RunnableFunc(func(context.Context) error {
+			synced.Store(true)
+			return nil
+		})))
+		grown := heapGrowth(mgr.Start, synced.Load)
+		runtime.KeepAlive(mgr)
+		return grown
 	}
-	now := heapGrowth(watched{typed, services, 0}, watched{databases.Cache, metadata, n})
+	now := startManager(true) - startManager(false)
 
 	t.Logf("%d unrelated Services: caches grew %d KiB before (%d bytes a Service), %d KiB after (%d bytes a Service): %.1f%%",
 		n, old>>10, old/int64(n), now>>10, now/int64(n), 100*float64(now)/float64(old))
@@ -103,16 +121,6 @@ func TestServiceCacheMemory(t *testing.T) {
 	require.Positive(t, now, "the metadata-only cache of every Service did not grow the heap: the measurement did not see it")
 	assert.Less(t, now, old/3, "unrelated Services cost the caches less than a third of what they did")
 }
-
-// watched is a cache and how many Services of the test's namespace it
-// holds once synced.
-type watched struct {
-	cache cache.Cache
-	list  func() client.ObjectList
-	want  int
-}
-
-func services() client.ObjectList { return &corev1.ServiceList{} }
 
 // createServices creates n headless Services (envtest's Service CIDR has
 // 254 addresses) in ns, as a team's unrelated workloads would have them.
@@ -144,16 +152,6 @@ func createServices(t *testing.T, ns string, n int) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-}
-
-func metaLen(l client.ObjectList) int {
-	switch l := l.(type) {
-	case *corev1.ServiceList:
-		return len(l.Items)
-	case *metav1.PartialObjectMetadataList:
-		return len(l.Items)
-	}
-	return -1
 }
 
 // minServiceBytes is a floor on what a typed Service in an informer's store

@@ -9,20 +9,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 	"github.com/reconcilekit/reconcilekit/reconciler"
@@ -56,10 +51,6 @@ var (
 	DefaultMemory = resource.MustParse("256Mi")
 )
 
-// dbRefIndex indexes WebApps by spec.database.serviceName so a Service
-// event finds the WebApps waiting for it.
-const dbRefIndex = "spec.database.serviceName"
-
 // Least privilege: exactly the verbs the code uses. Owned objects are
 // written by server-side apply (patch; create for the first apply) and never
 // updated or deleted (the garbage collector deletes them); WebApps are only
@@ -71,7 +62,7 @@ const dbRefIndex = "spec.database.serviceName"
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // Services: the WebApps' own (cached by label, CacheOptions) and the
 // database Services they wait for (metadata only, in a cache of their own:
-// newDatabaseCache), in every namespace. The route registry's ConfigMaps:
+// reconciler.WaitFor), in every namespace. The route registry's ConfigMaps:
 // registry.go.
 // +kubebuilder:rbac:groups=core,resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -79,48 +70,18 @@ const dbRefIndex = "spec.database.serviceName"
 // Setup builds the WebApp reconciler and registers it, with its watches,
 // with mgr. registryNamespace is where the route registry lives (the
 // operator's namespace). The manager's cache must be built with
-// CacheOptions(registryNamespace) (or cache at least what it selects);
-// Setup adds a second, metadata-only cache for the database Services.
+// CacheOptions(registryNamespace) (or cache at least what it selects); the
+// database step adds a metadata-only cache of its own for the database
+// Services (reconciler.WaitFor).
 func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*webappv2.WebApp], error) {
-	databases, err := newDatabaseCache(mgr)
+	r, err := New(mgr, reconciler.Options[*webappv2.WebApp]{}, registryNamespace)
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(databases); err != nil {
-		return nil, fmt.Errorf("adding the database Service cache: %w", err)
-	}
-	r, err := New(mgr, reconciler.Options[*webappv2.WebApp]{}, registryNamespace, databases)
-	if err != nil {
-		return nil, err
-	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &webappv2.WebApp{}, dbRefIndex,
-		func(o client.Object) []string {
-			if db := o.(*webappv2.WebApp).Spec.Database; db != nil {
-				return []string{db.ServiceName}
-			}
-			return nil
-		}); err != nil {
-		return nil, fmt.Errorf("indexing WebApps by %s: %w", dbRefIndex, err)
-	}
-	// r.Builder watches the WebApps, the kinds in Options.Owns and the
-	// API server's recovery after an outage (reconciler.OutageRecovery).
+	// r.Builder watches the WebApps, the kinds in Options.Owns, the
+	// database Services the WebApps name (reconciler.WaitFor: no polling)
+	// and the API server's recovery after an outage.
 	err = r.Builder(mgr).
-		// A database Service appearing (or going) wakes the WebApps that
-		// reference it: no polling. Its events come from the metadata-only
-		// cache, which holds every Service as little more than its name.
-		WatchesRawSource(source.Kind(databases.Cache, databaseService(),
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
-				var apps webappv2.WebAppList
-				if err := mgr.GetClient().List(ctx, &apps, client.InNamespace(o.GetNamespace()),
-					client.MatchingFields{dbRefIndex: o.GetName()}); err != nil {
-					return nil
-				}
-				reqs := make([]reconcile.Request, 0, len(apps.Items))
-				for _, a := range apps.Items {
-					reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
-				}
-				return reqs
-			}))).
 		// The registry is shared with whoever else reads or edits it: an
 		// entry changed or removed behind the operator's back must be put
 		// back, and no WebApp event would ever say so.
@@ -131,15 +92,12 @@ func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*
 
 // New builds the WebApp reconciler. opts supplies overrides (tests pass a
 // counting client); steps, conditions and cleanup are always the WebApp's.
-// databases reads the database Services, as metav1.PartialObjectMetadata
-// (Setup passes its metadata-only cache).
-func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNamespace string, databases client.Reader) (*reconciler.Reconciler[*webappv2.WebApp], error) {
+func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNamespace string) (*reconciler.Reconciler[*webappv2.WebApp], error) {
 	reg := registry{namespace: registryNamespace}
-	database := waitForDatabase(databases)
 	opts.Name = Name
 	opts.Owns = []client.Object{&appsv1.Deployment{}, &corev1.Service{}}
 	opts.Steps = []reconciler.Step[*webappv2.WebApp]{
-		{Name: "database", Condition: webappv2.DatabaseReady, Run: database},
+		reconciler.WaitFor("database", webappv2.DatabaseReady, &corev1.Service{}, databaseOf),
 		{Name: "service", Run: service},
 		{Name: "register", Run: reg.register},
 		{Name: "deployment", Condition: webappv2.Available, Run: deployment},
@@ -160,25 +118,12 @@ func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNa
 
 type scope = reconciler.Scope[*webappv2.WebApp]
 
-// waitForDatabase is the database step: it waits for the Service named by
-// spec.database.serviceName, read through databases (metadata only: its
-// existence is all the step needs).
-func waitForDatabase(databases client.Reader) func(context.Context, *scope) reconciler.Outcome {
-	return func(ctx context.Context, s *scope) reconciler.Outcome {
-		app := s.Object
-		if app.Spec.Database == nil {
-			return reconciler.ContinueWith("NotConfigured", "no database configured")
-		}
-		name := app.Spec.Database.ServiceName
-		err := databases.Get(ctx, types.NamespacedName{Namespace: app.Namespace, Name: name}, databaseService())
-		switch {
-		case apierrors.IsNotFound(err):
-			return reconciler.Wait("DatabaseNotFound", "database Service %q not found in namespace %q", name, app.Namespace)
-		case err != nil:
-			return reconciler.Error(fmt.Errorf("getting database Service %q: %w", name, err))
-		}
-		return reconciler.ContinueWith("DatabaseFound", "database Service %q found", name)
+// databaseOf names the Service the database step waits for (none: "").
+func databaseOf(app *webappv2.WebApp) string {
+	if app.Spec.Database == nil {
+		return ""
 	}
+	return app.Spec.Database.ServiceName
 }
 
 func selectorLabels(app *webappv2.WebApp) map[string]string {

@@ -79,7 +79,7 @@ func newFixture(t *testing.T, spec webappv2.WebAppSpec) *fixture {
 // useClient rebuilds the reconciler on c.
 func (f *fixture) useClient(c *reconcilertest.Client) {
 	f.t.Helper()
-	r, err := controller.New(nil, reconciler.Options[*webappv2.WebApp]{Client: c, APIReader: f.m.APIReader, Scheme: env.Scheme}, f.ns, f.m.Client)
+	r, err := controller.New(nil, reconciler.Options[*webappv2.WebApp]{Client: c, APIReader: f.m.APIReader, Scheme: env.Scheme}, f.ns)
 	require.NoError(f.t, err)
 	f.c, f.r = c, r
 }
@@ -280,8 +280,8 @@ func TestDefaultsWithoutWebhook(t *testing.T) {
 
 // startOperator runs the controller as main.go does: a manager whose cache
 // is built with controller.CacheOptions (label-scoped Deployments,
-// Services and registry ConfigMaps, the registry in ns), Setup's second,
-// metadata-only cache for the database Services, and the route registry in
+// Services and registry ConfigMaps, the registry in ns), the database
+// step's metadata-only cache of the database Services, and the route registry in
 // ns. It returns once the caches have synced; the manager stops with the
 // test.
 func startOperator(t *testing.T, ns string) ctrl.Manager {

@@ -1,0 +1,12 @@
+package reconciler
+
+import "sigs.k8s.io/controller-runtime/pkg/client"
+
+// ReferenceCache returns the metadata-only cache that New built for r's
+// WaitFor steps (nil without a manager or WaitFor steps).
+func ReferenceCache[T Object](r *Reconciler[T]) client.Reader {
+	if r.references == nil || r.references.cache == nil {
+		return nil
+	}
+	return r.references.cache
+}

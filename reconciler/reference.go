@@ -1,0 +1,278 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// ReasonNotConfigured is the reason of a [WaitFor] step's condition when
+// the object names nothing to wait for.
+const ReasonNotConfigured = "NotConfigured"
+
+// WaitFor returns a step, named name and owning condition, that waits
+// until the object of kind's type that ref names exists, in the
+// namespace of the reconciled object. ref returning "" means nothing is
+// configured: the step continues with reason NotConfigured. A missing
+// object makes the step Wait with reason <Name>NotFound, an existing one
+// continue with reason <Name>Found, where <Name> is the step's name in
+// CamelCase ("database" gives DatabaseNotFound).
+//
+// kind is an empty object of the referenced type (&corev1.Service{}), or
+// a metav1.PartialObjectMetadata with its GroupVersionKind set for a type
+// the scheme does not know. Only the object's existence is read, never
+// its content.
+//
+// With a manager, [New] keeps the referenced objects in a metadata-only
+// cache of their own that keeps of each one its name, namespace and
+// resourceVersion (labels, annotations, spec and status are dropped before
+// they are stored), indexes the reconciled objects by the name ref
+// returns, and offers the watch that wakes the objects naming an object
+// when it appears, changes or goes: [Reconciler.ReferenceSources]. Its
+// RBAC: list and watch of kind, in every namespace the reconciled objects
+// live in. Without a manager, the step reads through Options.APIReader.
+func WaitFor[T Object](name, condition string, kind client.Object, ref func(T) string) Step[T] {
+	return Step[T]{Name: name, Condition: condition, reference: &reference[T]{kind: kind, name: ref}}
+}
+
+// reference is what [WaitFor] declares: the referenced kind and how to
+// find the referenced name in a T.
+type reference[T Object] struct {
+	kind client.Object
+	name func(T) string
+}
+
+// references is what [New] built for the WaitFor steps: the watches on
+// the metadata-only cache (none without a manager).
+type references struct {
+	cache   cache.Cache
+	sources []source.Source
+}
+
+// ReferenceSources returns the watches of the objects that the
+// reconciler's [WaitFor] steps wait for: an event of such an object
+// enqueues every reconciled object that names it. Register each with the
+// controller that runs r (builder.WatchesRawSource). Empty without
+// WaitFor steps, and when r was built without a manager.
+func (r *Reconciler[T]) ReferenceSources() []source.Source {
+	if r.references == nil {
+		return nil
+	}
+	return r.references.sources
+}
+
+// reasonPrefix is a step name's CamelCase form, the prefix of a WaitFor
+// step's reasons.
+func reasonPrefix(step string) string {
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(step, func(c rune) bool {
+		return (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9')
+	}) {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}
+
+// resolveReferences gives the WaitFor steps of opts their Run, reading
+// through a metadata-only cache added to mgr (or through opts.APIReader
+// without one), and builds their index and watches. It returns nil when
+// there is no WaitFor step.
+func resolveReferences[T Object](mgr manager.Manager, opts *Options[T], newObject func() T) (*references, error) {
+	var refs *references
+	var objects cache.Cache
+	for _, list := range []struct {
+		name  string
+		steps *[]Step[T]
+	}{{"Steps", &opts.Steps}, {"Cleanup", &opts.Cleanup}} {
+		resolved := false
+		for i, step := range *list.steps {
+			ref := step.reference
+			if ref == nil {
+				continue
+			}
+			field := fmt.Sprintf("reconciler: Options.%s[%d] (WaitFor %q)", list.name, i, step.Name)
+			if ref.kind == nil || ref.name == nil {
+				return nil, fmt.Errorf("%s: the kind and the name function are required", field)
+			}
+			prefix := reasonPrefix(step.Name)
+			if prefix == "" || prefix[0] < 'A' || prefix[0] > 'Z' {
+				return nil, fmt.Errorf("%s: the step name must start with a letter: it makes the reasons %sNotFound and %sFound", field, prefix, prefix)
+			}
+			gvk, err := apiutil.GVKForObject(ref.kind, opts.Scheme)
+			if err != nil {
+				return nil, fmt.Errorf("%s: kind: %w", field, err)
+			}
+			if refs == nil {
+				refs = &references{}
+			}
+			reader := opts.APIReader
+			if mgr != nil {
+				if objects == nil {
+					if objects, err = newReferenceCache(mgr); err != nil {
+						return nil, fmt.Errorf("%s: %w", field, err)
+					}
+					refs.cache = objects
+				}
+				reader = objects
+				src, err := watchReference(mgr, objects, opts, step.Name, gvk, ref, newObject)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", field, err)
+				}
+				refs.sources = append(refs.sources, src)
+			}
+			if !resolved {
+				// The caller's slice is not ours to change.
+				*list.steps = append([]Step[T](nil), *list.steps...)
+				resolved = true
+			}
+			(*list.steps)[i].Run = waitForReference(reader, step.Name, prefix, gvk, ref)
+		}
+	}
+	return refs, nil
+}
+
+// waitForReference is the Run of a WaitFor step.
+func waitForReference[T Object](reader client.Reader, step, prefix string, gvk schema.GroupVersionKind, ref *reference[T]) func(context.Context, *Scope[T]) Outcome {
+	return func(ctx context.Context, s *Scope[T]) Outcome {
+		name := ref.name(s.Object)
+		if name == "" {
+			return ContinueWith(ReasonNotConfigured, "no %s configured", step)
+		}
+		key := client.ObjectKey{Namespace: s.Object.GetNamespace(), Name: name}
+		err := reader.Get(ctx, key, partialObject(gvk))
+		switch {
+		case apierrors.IsNotFound(err):
+			if key.Namespace == "" {
+				return Wait(prefix+"NotFound", "%s %s %q not found", step, gvk.Kind, name)
+			}
+			return Wait(prefix+"NotFound", "%s %s %q not found in namespace %q", step, gvk.Kind, name, key.Namespace)
+		case err != nil:
+			return Error(fmt.Errorf("getting %s %s %q: %w", step, gvk.Kind, name, err))
+		}
+		return ContinueWith(prefix+"Found", "%s %s %q found", step, gvk.Kind, name)
+	}
+}
+
+// watchReference indexes the reconciled objects by the name ref returns
+// and returns the source that maps an event of a referenced object to the
+// reconciled objects in its namespace that name it.
+func watchReference[T Object](mgr manager.Manager, objects cache.Cache, opts *Options[T], step string, gvk schema.GroupVersionKind, ref *reference[T], newObject func() T) (source.Source, error) {
+	if _, err := objects.GetInformer(context.Background(), partialObject(gvk)); err != nil {
+		return nil, fmt.Errorf("creating the metadata-only informer of %s: %w", gvk.Kind, err)
+	}
+	owner, err := apiutil.GVKForObject(newObject(), opts.Scheme)
+	if err != nil {
+		return nil, fmt.Errorf("reconciled type: %w", err)
+	}
+	listGVK := owner.GroupVersion().WithKind(owner.Kind + "List")
+	if _, err := opts.Scheme.New(listGVK); err != nil {
+		return nil, fmt.Errorf("listing %s to find the ones naming a %s: %w", owner.Kind, gvk.Kind, err)
+	}
+	index := "reconcilekit.io/" + opts.Name + "/" + step
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), newObject(), index, func(o client.Object) []string {
+		if name := ref.name(o.(T)); name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("indexing %s by the %s it names: %w", owner.Kind, gvk.Kind, err)
+	}
+	lister := mgr.GetClient()
+	return source.Kind(objects, partialObject(gvk), handler.TypedEnqueueRequestsFromMapFunc(
+		func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+			list, _ := opts.Scheme.New(listGVK)
+			owners := list.(client.ObjectList)
+			if err := lister.List(ctx, owners, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+				logf.FromContext(ctx).Error(err, "listing the objects naming a referenced object", "step", step, "kind", gvk.Kind, "name", o.GetName())
+				return nil
+			}
+			var reqs []reconcile.Request
+			_ = meta.EachListItem(owners, func(item runtime.Object) error {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(item.(client.Object))})
+				return nil
+			})
+			return reqs
+		})), nil
+}
+
+// partialObject is an empty metadata-only object of gvk.
+func partialObject(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	o := &metav1.PartialObjectMetadata{}
+	o.SetGroupVersionKind(gvk)
+	return o
+}
+
+// referenceCache is the metadata-only cache of the referenced objects, a
+// manager runnable that the manager starts with its own caches (GetCache)
+// and waits for before it starts the controllers. It has a cache of its
+// own because a cache's per-object settings are keyed by kind: the
+// manager's cache may select the owned objects of the same kind by label.
+type referenceCache struct {
+	cache.Cache
+}
+
+// GetCache makes the manager start the cache with its own caches.
+func (c referenceCache) GetCache() cache.Cache { return c.Cache }
+
+// newReferenceCache builds the metadata-only cache on mgr's connection
+// and adds it to mgr. A read of a kind it was not told to watch fails
+// instead of starting an informer.
+func newReferenceCache(mgr manager.Manager) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:                  mgr.GetHTTPClient(),
+		Scheme:                      mgr.GetScheme(),
+		Mapper:                      mgr.GetRESTMapper(),
+		DefaultTransform:            keepIdentity(),
+		ReaderFailOnMissingInformer: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the metadata-only cache of referenced objects: %w", err)
+	}
+	if err := mgr.Add(referenceCache{c}); err != nil {
+		return nil, fmt.Errorf("adding the metadata-only cache of referenced objects to the manager: %w", err)
+	}
+	return c, nil
+}
+
+// keepIdentity keeps of a metadata-only object its name, namespace and
+// resourceVersion (reads set the type again): labels, annotations (a kubectl
+// last-applied-configuration can be kilobytes), owner references, UID and
+// managedFields of objects the operator only needs to know exist are
+// dropped before they are stored. The namespace strings are shared
+// between objects, not one copy each.
+func keepIdentity() toolscache.TransformFunc {
+	var mu sync.Mutex
+	namespaces := map[string]string{}
+	return func(in any) (any, error) {
+		m, ok := in.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return in, nil
+		}
+		mu.Lock()
+		ns, ok := namespaces[m.Namespace]
+		if !ok {
+			ns = m.Namespace
+			namespaces[ns] = ns
+		}
+		mu.Unlock()
+		out := &metav1.PartialObjectMetadata{}
+		out.Name, out.Namespace, out.ResourceVersion = m.Name, ns, m.ResourceVersion
+		return out, nil
+	}
+}
