@@ -49,6 +49,13 @@ func TestMissingTargetDoesNotBlockRotation(t *testing.T) {
 	var mutating admissionregistrationv1.MutatingWebhookConfiguration
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: f.mutating}, &mutating))
 	require.NoError(t, env.Client.Delete(ctx, &mutating))
+	// The API server calls a deleted webhook until its own watch of the
+	// configurations has seen the deletion: wait for that, observed as a
+	// Widget no longer defaulted, before counting admissions.
+	require.Eventually(t, func() bool {
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, GenerateName: "w-", Labels: map[string]string{hookLabel: f.ns}}, Spec: testv1.WidgetSpec{Size: 1}}
+		return env.Client.Create(ctx, w) == nil && w.Spec.Color == ""
+	}, 30*time.Second, 50*time.Millisecond, "the API server stops calling the deleted mutating webhook")
 	require.True(t, time.Now().Before(first.NotAfter.Add(-renewBefore)),
 		"the configuration must be deleted before the rotation begins, at %s", first.NotAfter.Add(-renewBefore))
 
