@@ -5,6 +5,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,6 +17,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -140,26 +142,20 @@ func objectLabels(app *webappv2.WebApp) map[string]string {
 // default to DefaultCPU and DefaultMemory, and a limit left unset is the
 // request (so a WebApp that says nothing, or a v1 WebApp, is Guaranteed).
 func resourcesOf(app *webappv2.WebApp) (requests, limits corev1.ResourceList) {
-	cpu, memory := DefaultCPU, DefaultMemory
-	limitCPU, limitMemory := (*resource.Quantity)(nil), (*resource.Quantity)(nil)
-	if r := app.Spec.Resources; r != nil {
-		if r.Requests != nil && r.Requests.CPU != nil {
-			cpu = *r.Requests.CPU
-		}
-		if r.Requests != nil && r.Requests.Memory != nil {
-			memory = *r.Requests.Memory
-		}
-		if r.Limits != nil {
-			limitCPU, limitMemory = r.Limits.CPU, r.Limits.Memory
+	put := func(l corev1.ResourceList, name corev1.ResourceName, q *resource.Quantity) {
+		if q != nil {
+			l[name] = *q
 		}
 	}
-	requests = corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
-	limits = corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory}
-	if limitCPU != nil {
-		limits[corev1.ResourceCPU] = *limitCPU
+	requests = corev1.ResourceList{corev1.ResourceCPU: DefaultCPU, corev1.ResourceMemory: DefaultMemory}
+	if r := app.Spec.Resources; r != nil && r.Requests != nil {
+		put(requests, corev1.ResourceCPU, r.Requests.CPU)
+		put(requests, corev1.ResourceMemory, r.Requests.Memory)
 	}
-	if limitMemory != nil {
-		limits[corev1.ResourceMemory] = *limitMemory
+	limits = maps.Clone(requests)
+	if r := app.Spec.Resources; r != nil && r.Limits != nil {
+		put(limits, corev1.ResourceCPU, r.Limits.CPU)
+		put(limits, corev1.ResourceMemory, r.Limits.Memory)
 	}
 	return requests, limits
 }
@@ -168,10 +164,6 @@ func resourcesOf(app *webappv2.WebApp) (requests, limits corev1.ResourceList) {
 // configuration: exactly the fields we own, nothing the server defaults.
 // Its pods pass Pod Security "restricted".
 func desiredDeployment(app *webappv2.WebApp) *appsv1ac.DeploymentApplyConfiguration {
-	replicas := int32(1)
-	if app.Spec.Replicas != nil {
-		replicas = *app.Spec.Replicas
-	}
 	requests, limits := resourcesOf(app)
 	container := corev1ac.Container().
 		WithName("web").
@@ -187,7 +179,7 @@ func desiredDeployment(app *webappv2.WebApp) *appsv1ac.DeploymentApplyConfigurat
 	return appsv1ac.Deployment(app.Name, app.Namespace).
 		WithLabels(objectLabels(app)).
 		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(replicas).
+			WithReplicas(ptr.Deref(app.Spec.Replicas, 1)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(app))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(objectLabels(app)).
@@ -201,15 +193,11 @@ func desiredDeployment(app *webappv2.WebApp) *appsv1ac.DeploymentApplyConfigurat
 // service applies the Service in front of the pods.
 func service(ctx context.Context, s *scope) reconciler.Outcome {
 	app := s.Object
-	svc := corev1ac.Service(app.Name, app.Namespace).
+	return s.ApplyAndWait(ctx, corev1ac.Service(app.Name, app.Namespace).
 		WithLabels(objectLabels(app)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithSelector(selectorLabels(app)).
-			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http"))))
-	if _, err := s.Apply(ctx, svc); err != nil {
-		return reconciler.Error(err)
-	}
-	return reconciler.Continue()
+			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http")))), nil)
 }
 
 // deployment applies the Deployment and reports its rollout, judged by
