@@ -13,7 +13,8 @@
 # page edits files a tool generated (docs/adopting-kubebuilder.md edits a
 # kubebuilder scaffold):
 #   <!-- docwalk: replace -->   on the line before a file block: the file
-#       must exist, and the block replaces it (a Go file keeps its leading
+#       must exist (a tool generated it, or an earlier page of the walk wrote
+#       it: the guide replaces the quickstart's files), and the block replaces it (a Go file keeps its leading
 #       /* ... */ license header, as the page tells the reader to); later
 #       blocks for the same file are appended as usual.
 #   <!-- docwalk: instead       up to a line "-->": the commands in between
@@ -139,9 +140,7 @@ declare -A docwalk_written=()
 docwalk_file() {
 	local path=\$PWD/\$1 mode=\$2 text header
 	text=\$(cat)
-	if [[ -n "\${docwalk_written[\$path]:-}" ]]; then
-		printf '\n%s\n' "\$text" >>"\$path"
-	elif [[ "\$mode" == replace ]]; then
+	if [[ "\$mode" == replace ]]; then
 		if [[ ! -f "\$path" ]]; then
 			echo "docwalk: \$1: the page replaces it, but it does not exist" >&2
 			return 1
@@ -154,6 +153,8 @@ docwalk_file() {
 		printf '%s%s\n' "\$header" "\$text" >"\$path"
 		docwalk_written[\$path]=1
 		echo "docwalk: replaced \$1\${header:+ (below its license header)}" >&2
+	elif [[ -n "\${docwalk_written[\$path]:-}" ]]; then
+		printf '\n%s\n' "\$text" >>"\$path"
 	elif [[ -e "\$path" ]]; then
 		if ! diff -u "\$path" <(printf '%s\n' "\$text") >&2; then
 			echo "docwalk: \$1 differs from the page's block (- the file, + the page)" >&2
