@@ -42,7 +42,7 @@ each-module = failed=; for m in $(or $(2),$(MODULES)); do echo ">>> module $$m";
 
 WEBAPP := examples/webapp
 # Everything `make generate manifests` writes; `make test` fails when it is stale.
-GENERATED := '*zz_generated*' internal/testapi/crd internal/testapi/v1/applyconfiguration $(WEBAPP)/config docs/getting-started/config
+GENERATED := '*zz_generated*' internal/testapi/crd internal/testapi/v1/applyconfiguration $(WEBAPP)/config docs/getting-started/config docs/quickstart/config
 # The API packages we ship, checked by the Kubernetes API linter
 # (.golangci-kal.yml). It runs from each directory, so from whichever Go
 # module holds it.
@@ -75,6 +75,7 @@ generate: tools ## Generate deepcopy code (controller-gen object) and the test A
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt applyconfiguration:headerFile=hack/boilerplate.go.txt paths=./internal/testapi/...
 	cd examples && $(CONTROLLER_GEN) object:headerFile=../hack/boilerplate.go.txt paths=./webapp/api/...
 	cd docs && $(CONTROLLER_GEN) object:headerFile=../hack/boilerplate.go.txt paths=./getting-started/...
+	cd docs && $(CONTROLLER_GEN) object:headerFile=../hack/boilerplate.go.txt paths=./quickstart/...
 
 .PHONY: manifests
 manifests: tools ## Generate CRDs, RBAC and webhook manifests from markers (controller-gen).
@@ -86,6 +87,7 @@ manifests: tools ## Generate CRDs, RBAC and webhook manifests from markers (cont
 	cd docs && $(CONTROLLER_GEN) rbac:roleName=manager-role crd paths=./getting-started/... \
 		output:crd:artifacts:config=getting-started/config/crd/bases \
 		output:rbac:artifacts:config=getting-started/config/rbac
+	cd docs && $(CONTROLLER_GEN) crd paths=./quickstart/... output:crd:artifacts:config=quickstart/config/crd/bases
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files differ from what is committed.
@@ -135,13 +137,15 @@ test-integration: tools ## Unit and integration tests against envtest (real etcd
 test-e2e: tools ## End-to-end tests on a local kwok cluster (E2E_PROVIDER=kwok|kind|existing).
 	cd $(E2E_MODULE) && go test -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS) ./...
 
+# The guide's chapters continue the quickstart's project and cluster: one walk.
+GUIDE_PAGES := docs/quickstart.md $(sort $(wildcard docs/guide/*.md))
 .PHONY: test-docs
-test-docs: tools ## Follow docs/getting-started.md and docs/adopting-kubebuilder.md as a reader: run their commands, write their files, until a Cache is Ready and the kubebuilder scaffold's make test passes.
-	bash hack/docwalk.sh docs/getting-started.md
+test-docs: tools ## Follow docs/quickstart.md, then docs/guide/, and docs/adopting-kubebuilder.md as a reader: run their commands, write their files, until a Cache is Ready and the kubebuilder scaffold's make test passes.
+	bash hack/docwalk.sh $(GUIDE_PAGES)
 	bash hack/docwalk.sh docs/adopting-kubebuilder.md
 
 .PHONY: test
-test: verify-generated vet lint test-unit test-integration test-e2e test-docs ## Everything CI runs: generated files, vet, lint, unit, integration, e2e, the docs walks (getting-started, kubebuilder).
+test: verify-generated vet lint test-unit test-integration test-e2e test-docs ## Everything CI runs: generated files, vet, lint, unit, integration, e2e, the docs walks (quickstart and guide, kubebuilder).
 
 ##@ Benchmarks
 

@@ -27,12 +27,31 @@ type rooted struct {
 	dir, module, target string
 }
 
-var rootedPages = map[string]rooted{
-	"getting-started.md": {
+var (
+	// guide is the Cache operator the guide's chapters build, a whole file at
+	// a time, in the quickstart's directory.
+	guide = rooted{
 		dir:    "getting-started",
 		module: "example.com/cache-operator",
 		target: "github.com/reconcilekit/reconcilekit/docs/getting-started",
-	},
+	}
+	quickstart = rooted{
+		dir:    "quickstart",
+		module: "example.com/cache-operator",
+		target: "github.com/reconcilekit/reconcilekit/docs/quickstart",
+	}
+)
+
+// rootedPages are the pages with a compiled copy: the quickstart, and the
+// guide's chapters, which together show the guide's files.
+var rootedPages = map[string]rooted{
+	"quickstart.md":         quickstart,
+	"guide/1-api-type.md":   guide,
+	"guide/2-controller.md": guide,
+	"guide/3-main.md":       guide,
+	"guide/4-manifests.md":  guide,
+	"guide/5-testing.md":    guide,
+	"guide/6-running.md":    guide,
 }
 
 // walkedPages name, in their file blocks, files of a project that the page
@@ -44,7 +63,7 @@ var walkedPages = map[string]bool{"adopting-kubebuilder.md": true}
 
 // block is one fenced code block of a page.
 type block struct {
-	page string // file name in docs/
+	page string // path relative to docs/
 	line int    // line of the opening fence
 	lang string // first word of the info string
 	file string // the marker's path, "" when the block has none
@@ -63,8 +82,10 @@ func pages(t *testing.T) []string {
 	t.Helper()
 	names, err := filepath.Glob("*.md")
 	require.NoError(t, err)
+	chapters, err := filepath.Glob("guide/*.md")
+	require.NoError(t, err)
 	require.NotEmpty(t, names)
-	return names
+	return append(names, chapters...)
 }
 
 func blocks(t *testing.T, page string) []block {
@@ -180,17 +201,30 @@ func firstDifference(chunk, content string) string {
 }
 
 // TestGettingStartedShowsEveryLine fails unless the blocks naming a
-// hand-written file of the getting-started module, joined in page order with
-// one blank line between them, are exactly that file: a reader who copies
-// the blocks gets the code this repository compiles and tests. Generated
-// files (deepcopy, CRD, RBAC) are not shown whole; readers generate them.
+// hand-written file of a rooted page's module (the quickstart's, or the
+// guide's across its chapters), joined in page order with one blank line
+// between them, are exactly that file: a reader who copies the blocks gets
+// the code this repository compiles and tests. Generated files (deepcopy,
+// CRD, RBAC) are not shown whole; readers generate them.
 func TestGettingStartedShowsEveryLine(t *testing.T) {
-	for page, r := range rootedPages {
+	var names []string
+	for page := range rootedPages {
+		names = append(names, page)
+	}
+	slices.Sort(names) // page order: the chapters are numbered
+	for _, r := range []rooted{quickstart, guide} {
 		shown := map[string][]string{}
-		for _, b := range blocks(t, page) {
-			if b.file != "" {
-				path, text := source(b)
-				shown[path] = append(shown[path], text)
+		var from []string
+		for _, page := range names {
+			if rootedPages[page] != r {
+				continue
+			}
+			from = append(from, page)
+			for _, b := range blocks(t, page) {
+				if b.file != "" {
+					path, text := source(b)
+					shown[path] = append(shown[path], text)
+				}
 			}
 		}
 		var written []string
@@ -211,11 +245,11 @@ func TestGettingStartedShowsEveryLine(t *testing.T) {
 			require.NoError(t, err)
 			parts, ok := shown[path]
 			if !ok {
-				t.Errorf("%s: %s is not shown; add its code with a %q line", page, path, markerPrefix["go"]+strings.TrimPrefix(path, r.dir+"/"))
+				t.Errorf("%s: %s is not shown; add its code with a %q line", from, path, markerPrefix["go"]+strings.TrimPrefix(path, r.dir+"/"))
 				continue
 			}
 			if got, want := strings.Join(parts, "\n\n"), strings.TrimRight(string(content), "\n"); got != want {
-				t.Errorf("%s: the blocks for %s, joined with blank lines, must be the whole file:\n%s", page, path, lineDiff(want, got))
+				t.Errorf("%s: the blocks for %s, joined with blank lines, must be the whole file:\n%s", from, path, lineDiff(want, got))
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-// The docs' tests (docs_test.go) and the getting-started guide's compiled code.
+// The docs' tests (docs_test.go) and the quickstart's and guide's compiled code.
 //
 // A module of its own, like the other nested modules (examples, e2e, bench,
 // docs), so that the library's go.mod (../go.mod) lists only what the

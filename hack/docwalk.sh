@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Follows a docs page the way a reader does, and fails where a reader would:
-# every ```sh block runs, in page order, in one bash session; every ```go or
+# Follows docs pages the way a reader does, and fails where a reader would:
+# every ```sh block runs, in page order (pages in the order given), in one
+# bash session; every ```go or
 # ```yaml block that names a file (first line "// file: PATH" or
 # "# file: PATH") is written to that file, blocks for the same file joined
 # with a blank line. A file block for a file that already exists when the
@@ -12,7 +13,8 @@
 # page edits files a tool generated (docs/adopting-kubebuilder.md edits a
 # kubebuilder scaffold):
 #   <!-- docwalk: replace -->   on the line before a file block: the file
-#       must exist, and the block replaces it (a Go file keeps its leading
+#       must exist (a tool generated it, or an earlier page of the walk wrote
+#       it: the guide replaces the quickstart's files), and the block replaces it (a Go file keeps its leading
 #       /* ... */ license header, as the page tells the reader to); later
 #       blocks for the same file are appended as usual.
 #   <!-- docwalk: instead       up to a line "-->": the commands in between
@@ -23,8 +25,12 @@
 #       the page's source shows both.
 #
 # Usage:
-#   hack/docwalk.sh PAGE.md     walk the page (make test-docs walks docs/getting-started.md and docs/adopting-kubebuilder.md)
-#   hack/docwalk.sh -n PAGE.md  print the script the walk would run
+#   hack/docwalk.sh PAGE.md...     walk the pages, in order, in one session: a
+#                                  later page continues where the one before left
+#                                  off (make test-docs walks docs/quickstart.md
+#                                  then the chapters of docs/guide/, and
+#                                  docs/adopting-kubebuilder.md)
+#   hack/docwalk.sh -n PAGE.md...  print the script the walk would run
 #
 # The walk runs in a throwaway HOME, where ~/src/reconcilekit is this checkout;
 # the Go caches and the toolchain cache stay the real ones, so nothing is
@@ -42,15 +48,22 @@ if [[ "${1:-}" == -n ]]; then
 	dry_run=1
 	shift
 fi
-[[ $# -eq 1 && -f "$1" ]] || {
+pages=()
+for p in "$@"; do
+	if [[ ! -f "$p" ]]; then
+		pages=()
+		break
+	fi
+	pages+=("$(cd "$(dirname "$p")" && pwd)/$(basename "$p")")
+done
+[[ ${#pages[@]} -ge 1 ]] || {
 	sed -n '/^# Usage:/,/^# The walk/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
 }
-page=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 
 say() { echo "docwalk: $*" >&2; }
 
-# render turns the page into a bash script: sh blocks verbatim, file blocks
+# render turns a page ($page) into a bash script: sh blocks verbatim, file blocks
 # as calls to docwalk_file with the block on stdin.
 render() {
 	awk -v page="$page" '
@@ -94,12 +107,14 @@ render() {
 	' "$page"
 }
 
+script=
+for page in "${pages[@]}"; do
+	script+=$(render)$'\n'
+done
 if [[ -n "$dry_run" ]]; then
-	render
+	printf '%s' "$script"
 	exit 0
 fi
-
-script=$(render)
 
 walk=$(mktemp -d "${TMPDIR:-/tmp}/docwalk.XXXXXX")
 home=$walk/home
@@ -125,9 +140,7 @@ declare -A docwalk_written=()
 docwalk_file() {
 	local path=\$PWD/\$1 mode=\$2 text header
 	text=\$(cat)
-	if [[ -n "\${docwalk_written[\$path]:-}" ]]; then
-		printf '\n%s\n' "\$text" >>"\$path"
-	elif [[ "\$mode" == replace ]]; then
+	if [[ "\$mode" == replace ]]; then
 		if [[ ! -f "\$path" ]]; then
 			echo "docwalk: \$1: the page replaces it, but it does not exist" >&2
 			return 1
@@ -140,6 +153,8 @@ docwalk_file() {
 		printf '%s%s\n' "\$header" "\$text" >"\$path"
 		docwalk_written[\$path]=1
 		echo "docwalk: replaced \$1\${header:+ (below its license header)}" >&2
+	elif [[ -n "\${docwalk_written[\$path]:-}" ]]; then
+		printf '\n%s\n' "\$text" >>"\$path"
 	elif [[ -e "\$path" ]]; then
 		if ! diff -u "\$path" <(printf '%s\n' "\$text") >&2; then
 			echo "docwalk: \$1 differs from the page's block (- the file, + the page)" >&2
@@ -170,12 +185,12 @@ cleanup() {
 	if ((rc == 0)); then
 		chmod -R u+w "$walk" 2>/dev/null || true
 		rm -rf "$walk"
-		say "PASS: $page"
+		say "PASS: ${pages[*]}"
 	else
-		say "FAIL: $page (rc $rc); the walk is kept in $walk (the script is walk.sh, the reader's HOME is home/)"
+		say "FAIL: ${pages[*]} (rc $rc); the walk is kept in $walk (the script is walk.sh, the reader's HOME is home/)"
 	fi
 }
 trap cleanup EXIT
 
-say "walking $page in $walk"
+say "walking ${pages[*]} in $walk"
 (cd "$home" && HOME=$home bash "$walk/walk.sh")

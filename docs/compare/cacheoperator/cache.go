@@ -1,5 +1,5 @@
 // Package cacheoperator is the getting-started guide's Cache operator
-// (docs/getting-started.md, internal/controller/cache.go) written with plain
+// (docs/guide/2-controller.md, internal/controller/cache.go) written with plain
 // controller-runtime, the way a strong team writes it today, as the peer
 // docs/comparison.md counts the guide's operator against. Same behaviour:
 // a spec.memory that is not a whole number of mebibytes of at least 16Mi
