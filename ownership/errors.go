@@ -39,7 +39,7 @@ func (e *ForeignControllerError) Error() string {
 //
 // Match it with errors.As. No retry fixes it: someone must delete or
 // rename the object, or the operator must pass Adopt. A reconciler.Scope
-// step that returns it as reconciler.Error stalls the pass (Stalled=True,
+// step that returns it as reconciler.Retry stalls the pass (Stalled=True,
 // reason AdoptionRefused) instead of retrying.
 type AdoptionRefusedError struct {
 	// Kind and Key name the object Apply was asked to apply.

@@ -23,12 +23,12 @@ import (
 )
 
 // applyConfigStep applies the Widget's ConfigMap "<name>-config" and
-// returns the error as any step would, a transient reconciler.Error.
+// returns the error as any step would, a transient reconciler.Retry.
 func applyConfigStep(opts ...ownership.ApplyOption) widgetStep {
 	return widgetStep{Name: "config", Condition: "ConfigReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 		cm := corev1ac.ConfigMap(s.Object.Name+"-config", s.Object.Namespace).WithData(map[string]string{"k": "v"})
 		if _, err := s.Apply(ctx, cm, opts...); err != nil {
-			return reconciler.Error(fmt.Errorf("applying ConfigMap: %w", err))
+			return reconciler.Retry(fmt.Errorf("applying ConfigMap: %w", err))
 		}
 		return reconciler.Continue()
 	}}

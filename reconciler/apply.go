@@ -27,21 +27,21 @@ import (
 func (s *Scope[T]) ApplyAndWait(ctx context.Context, desired runtime.ApplyConfiguration, live client.Object, opts ...ownership.ApplyOption) Outcome {
 	gvk, key, err := identify(desired, s.Object)
 	if err != nil {
-		return Error(err)
+		return Retry(err)
 	}
 	if _, err := s.Apply(ctx, desired, opts...); err != nil {
-		return Error(err)
+		return Retry(err)
 	}
 	desc := fmt.Sprintf("%s %s", gvk.Kind, key)
 	if live == nil {
 		if live, err = s.newLive(gvk); err != nil {
-			return Error(fmt.Errorf("reading %s: %w", desc, err))
+			return Retry(fmt.Errorf("reading %s: %w", desc, err))
 		}
 	} else if got, err := apiutil.GVKForObject(live, s.applier.Scheme); err != nil || got.GroupKind() != gvk.GroupKind() {
-		return Error(fmt.Errorf("reading %s: live is a %T, not a %s", desc, live, gvk.GroupKind()))
+		return Retry(fmt.Errorf("reading %s: live is a %T, not a %s", desc, live, gvk.GroupKind()))
 	}
 	if err := s.Client.Get(ctx, key, live); err != nil {
-		return Error(fmt.Errorf("reading %s after applying it: %w", desc, err))
+		return Retry(fmt.Errorf("reading %s after applying it: %w", desc, err))
 	}
 	return s.Rollout(live)
 }

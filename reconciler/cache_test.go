@@ -132,19 +132,19 @@ func TestPassReadsItsOwnWrites(t *testing.T) {
 				cm := corev1ac.ConfigMap("cfg", s.Object.Namespace).
 					WithLabels(map[string]string{"v": "2"}).WithData(map[string]string{"v": "2"})
 				if _, err := s.Apply(ctx, cm); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				return reconciler.Continue()
 			}},
 			{Name: "read", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 				var cm corev1.ConfigMap
 				if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Object.Namespace, Name: "cfg"}, &cm); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				got = cm.Data["v"]
 				var list corev1.ConfigMapList
 				if err := s.Client.List(ctx, &list, client.InNamespace(s.Object.Namespace)); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				for _, item := range list.Items {
 					if item.Name == "cfg" {
@@ -153,7 +153,7 @@ func TestPassReadsItsOwnWrites(t *testing.T) {
 				}
 				var old corev1.ConfigMapList
 				if err := s.Client.List(ctx, &old, client.InNamespace(s.Object.Namespace), client.MatchingLabels{"v": "1"}); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				byOldLabel = len(old.Items)
 				return reconciler.Continue()
@@ -188,14 +188,14 @@ func TestRolloutIsJudgedOnTheAppliedGeneration(t *testing.T) {
 	byHand := []widgetStep{
 		{Name: "deployment", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			if _, err := s.Apply(ctx, testDeployment(s.Object, image)); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			return reconciler.Continue()
 		}},
 		{Name: "rollout", Condition: "Available", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			live = appsv1.Deployment{}
 			if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &live); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			return s.Rollout(&live)
 		}},

@@ -20,7 +20,7 @@ import (
 // They are stable so that alerts and tests can match on them.
 const (
 	// ReasonCleanupFailed (Warning event; Ready=False): a cleanup step
-	// returned Error or Terminal, or panicked.
+	// returned Retry or Terminal, or panicked.
 	ReasonCleanupFailed = "CleanupFailed"
 	// ReasonCleanupOverdue (Warning): the object has been terminating for
 	// longer than Options.CleanupDeadline; emitted on every pass until it is

@@ -112,7 +112,7 @@ func TestCleanupLifecycle(t *testing.T) {
 		Steps: []widgetStep{{Name: "provision", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			server := &testv1.Widget{}
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), server); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			guarded = append(guarded, controllerutil.ContainsFinalizer(server, cleanupFinalizer) &&
 				controllerutil.ContainsFinalizer(s.Object, cleanupFinalizer))
@@ -124,7 +124,7 @@ func TestCleanupLifecycle(t *testing.T) {
 			return reconciler.Continue()
 		}}, {Name: "delete-bucket", Run: func(context.Context, *scope) reconciler.Outcome {
 			if busy.Load() {
-				return reconciler.Error(errors.New("bucket busy"))
+				return reconciler.Retry(errors.New("bucket busy"))
 			}
 			return reconciler.Continue()
 		}}},
@@ -167,7 +167,7 @@ func TestCleanupLifecycle(t *testing.T) {
 
 // TestCleanupStepsStopAtTheFirstThatDoesNotContinue: cleanup steps run in
 // order; the first outcome other than Continue ends the pass, keeps the
-// finalizer and sets Ready=False; only Error, Terminal and a panic are
+// finalizer and sets Ready=False; only Retry, Terminal and a panic are
 // failures (a Warning and an error), a Wait is not.
 func TestCleanupStepsStopAtTheFirstThatDoesNotContinue(t *testing.T) {
 	boom := errors.New("boom")
@@ -191,12 +191,12 @@ func TestCleanupStepsStopAtTheFirstThatDoesNotContinue(t *testing.T) {
 		wantReason: "VolumeAttached", wantMessage: "cleanup step second: volume v1 still attached",
 	}, {
 		name: "wait with After", run: func() reconciler.Outcome {
-			return reconciler.Wait("VolumeAttached", "volume %s still attached", "v1").After(5 * time.Second)
+			return reconciler.Wait("VolumeAttached", "volume %s still attached", "v1").RequeueAfter(5 * time.Second)
 		},
 		wantRan: []string{"first", "second"}, wantRes: 5 * time.Second, wantEvents: []string{},
 		wantReason: "VolumeAttached", wantMessage: "cleanup step second: volume v1 still attached",
 	}, {
-		name: "error", run: func() reconciler.Outcome { return reconciler.Error(boom) },
+		name: "error", run: func() reconciler.Outcome { return reconciler.Retry(boom) },
 		wantRan: []string{"first", "second"}, wantErr: "cleanup step second: boom",
 		wantEvents: []string{"Warning CleanupFailed"},
 		wantReason: reconciler.ReasonCleanupFailed, wantMessage: "cleanup step second: boom",
@@ -299,7 +299,7 @@ func TestCleanupDeadline(t *testing.T) {
 					if tt.waits {
 						return reconciler.Wait("BucketNotEmpty", "%d objects left", 3)
 					}
-					return reconciler.Error(errors.New("bucket busy"))
+					return reconciler.Retry(errors.New("bucket busy"))
 				}}},
 			})
 			startDeletion(t, f)
@@ -391,7 +391,7 @@ func TestCleanupWritesAreCounted(t *testing.T) {
 				Data:       map[string]string{"deleted": s.Object.Name},
 			}
 			if err := s.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			return reconciler.Continue()
 		}}},
@@ -445,7 +445,7 @@ func TestDeletingObjectWithoutOurFinalizerRunsNoCleanup(t *testing.T) {
 		Finalizer: cleanupFinalizer,
 		Cleanup: []widgetStep{{Name: "cleanup", Run: func(context.Context, *scope) reconciler.Outcome {
 			ran++
-			return reconciler.Error(errors.New("must not run"))
+			return reconciler.Retry(errors.New("must not run"))
 		}}},
 	}, withFinalizers(holdFinalizer))
 	require.NoError(t, env.Client.Delete(f.ctx, f.get()))
@@ -474,7 +474,7 @@ func TestCleanupEventNotesAreCut(t *testing.T) {
 				CleanupDeadline:              time.Nanosecond,
 				RemoveFinalizerAfterDeadline: true,
 				Cleanup: []widgetStep{{Name: "drop-db", Run: func(context.Context, *scope) reconciler.Outcome {
-					return reconciler.Error(errors.New(cause))
+					return reconciler.Retry(errors.New(cause))
 				}}},
 			})
 			startDeletion(t, f)
@@ -586,7 +586,7 @@ func TestForcedRemovalStillReportsTheFailure(t *testing.T) {
 		CleanupDeadline:              time.Nanosecond,
 		RemoveFinalizerAfterDeadline: true,
 		Cleanup: []widgetStep{{Name: "delete-bucket", Run: func(context.Context, *scope) reconciler.Outcome {
-			return reconciler.Error(errors.New("bucket busy"))
+			return reconciler.Retry(errors.New("bucket busy"))
 		}}},
 	}, func(w *testv1.Widget) { w.Finalizers = []string{other} })
 	startDeletion(t, f)

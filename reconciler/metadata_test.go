@@ -95,12 +95,12 @@ func TestOwnMetadataSurvivesAConflict(t *testing.T) {
 		{Name: "other-writer", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			w := &testv1.Widget{}
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), w); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			if w.Labels["team"] == "" {
 				w.Labels = map[string]string{"team": "orders"}
 				if err := env.Client.Update(ctx, w); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 			}
 			return reconciler.Continue()
@@ -128,7 +128,7 @@ func TestOwnMetadataSurvivesAStepWritingItsObject(t *testing.T) {
 		annotate(&revision),
 		{Name: "finalize", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			if _, err := finalizer.Ensure(ctx, s.Client, s.Object, "example.com/other"); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			return reconciler.Continue()
 		}},

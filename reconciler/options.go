@@ -32,7 +32,7 @@ type Step[T Object] struct {
 	Name string
 	// Condition, if set, is the condition type this step owns: True when the
 	// step continues, False with the step's reason when it waits or fails.
-	// Owned conditions are Ready's dependents unless Options.Ready says
+	// Owned conditions are Ready's dependents unless Options.ReadyDependsOn says
 	// otherwise.
 	Condition string
 	// Run does the step's work on s.Object, a private deep copy. It may
@@ -62,11 +62,11 @@ type Options[T Object] struct {
 	// the cached client would otherwise start a cluster-wide informer for
 	// it, and its drift would never start a pass.
 	Owns []client.Object
-	// Ready lists the conditions Ready depends on, in the order a user
+	// ReadyDependsOn lists the conditions Ready depends on, in the order a user
 	// should fix them. Default: every step's Condition, in step order.
 	// Whatever it lists, a pass that a step stopped is not Ready: a step
-	// that must not hold Ready back returns ContinueWith, not Wait or Error.
-	Ready []string
+	// that must not hold Ready back returns ContinueWith, not Wait or Retry.
+	ReadyDependsOn []string
 	// Finalizer names the finalizer that guards Cleanup (for example
 	// "apps.example.com/cleanup"). Required when Cleanup is set, and an
 	// error without it: a release that drops Cleanup lists its finalizer in
@@ -97,11 +97,11 @@ type Options[T Object] struct {
 	// deletion (of a namespace, say) at the price of leaking what the
 	// failing step manages.
 	RemoveFinalizerAfterDeadline bool
-	// Summarize, if set, runs at the end of every pass over a live object,
+	// DeriveStatus, if set, runs at the end of every pass over a live object,
 	// after Ready, Reconciling and Stalled are computed, whatever the steps
 	// returned. Use it to derive convenience status fields (a ready flag, a
 	// one-line message) from the conditions, so they can never disagree.
-	Summarize func(obj T)
+	DeriveStatus func(obj T)
 
 	// Client, APIReader, Scheme and Recorder default to the manager's.
 	// Set Client to a reconcilertest.Client in tests.
@@ -137,9 +137,9 @@ func validateReady[T Object](opts Options[T], ready []string) error {
 	for i, c := range ready {
 		switch {
 		case c == conditions.Ready || c == conditions.Reconciling || c == conditions.Stalled:
-			errs = append(errs, fmt.Errorf("reconciler: Options.Ready[%d]: %q cannot be a dependent of Ready", i, c))
+			errs = append(errs, fmt.Errorf("reconciler: Options.ReadyDependsOn[%d]: %q cannot be a dependent of Ready", i, c))
 		case owner[c] == "":
-			errs = append(errs, fmt.Errorf("reconciler: Options.Ready[%d]: no step owns condition %q", i, c))
+			errs = append(errs, fmt.Errorf("reconciler: Options.ReadyDependsOn[%d]: no step owns condition %q", i, c))
 		}
 	}
 	return errors.Join(errs...)

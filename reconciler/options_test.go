@@ -28,11 +28,11 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		want string
 	}{
 		{"Ready names a condition no step owns", reconciler.Options[*testv1.Widget]{
-			Steps: []widgetStep{{Name: "a", Condition: "A", Run: run}}, Ready: []string{"A", "Typo"},
-		}, `Options.Ready[1]: no step owns condition "Typo"`},
+			Steps: []widgetStep{{Name: "a", Condition: "A", Run: run}}, ReadyDependsOn: []string{"A", "Typo"},
+		}, `Options.ReadyDependsOn[1]: no step owns condition "Typo"`},
 		{"Ready depends on a kstatus condition", reconciler.Options[*testv1.Widget]{
-			Steps: []widgetStep{{Name: "a", Condition: "A", Run: run}}, Ready: []string{"Stalled"},
-		}, `Options.Ready[0]: "Stalled" cannot be a dependent of Ready`},
+			Steps: []widgetStep{{Name: "a", Condition: "A", Run: run}}, ReadyDependsOn: []string{"Stalled"},
+		}, `Options.ReadyDependsOn[0]: "Stalled" cannot be a dependent of Ready`},
 		{"two steps own one condition", reconciler.Options[*testv1.Widget]{
 			Steps: []widgetStep{{Name: "a", Condition: "A", Run: run}, {Name: "b", Condition: "A", Run: run}},
 		}, `Options.Steps[1].Condition "A" is already owned by step "a"`},

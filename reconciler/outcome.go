@@ -41,7 +41,7 @@ const (
 
 // Outcome is what a step returns: whether the pass goes on, and what the
 // step's condition says. Build one with [Continue], [ContinueWith], [Wait],
-// [Terminal] or [Error]; the zero value is Continue.
+// [Terminal] or [Retry]; the zero value is Continue.
 type Outcome struct {
 	kind    outcomeKind
 	after   time.Duration
@@ -64,7 +64,7 @@ func ContinueWith(reason, messageFormat string, args ...any) Outcome {
 // Wait stops the pass without an error because something is not ready yet
 // (a dependency missing, a rollout in progress). The step's condition becomes
 // False with reason and message, Reconciling becomes True, and nothing is
-// retried until a watch fires, or until [Outcome.After] elapses.
+// retried until a watch fires, or until [Outcome.RequeueAfter] elapses.
 func Wait(reason, messageFormat string, args ...any) Outcome {
 	return Outcome{kind: kindWait, reason: reason, message: fmt.Sprintf(messageFormat, args...)}
 }
@@ -73,7 +73,7 @@ func Wait(reason, messageFormat string, args ...any) Outcome {
 // invalid spec, a reference to something that can never exist). The step's
 // condition becomes False with reason and the error, Stalled becomes True,
 // and the object is not requeued: the next pass happens when it changes.
-// With [Outcome.After], the object is still Stalled but looked at again
+// With [Outcome.RequeueAfter], the object is still Stalled but looked at again
 // after the duration, for a failure that can heal without a change anyone
 // watches.
 func Terminal(reason string, err error) Outcome {
@@ -84,7 +84,7 @@ func Terminal(reason string, err error) Outcome {
 // unreachable dependency). The step's condition becomes False with reason
 // ReconcileError, Reconciling becomes True, and controller-runtime retries
 // with exponential backoff.
-func Error(err error) Outcome {
+func Retry(err error) Outcome {
 	return Outcome{kind: kindError, reason: ReasonError, err: nonNil(err, "Error")}
 }
 
@@ -103,22 +103,22 @@ func nonNil(err error, outcome string) error {
 // asked for (periodic checks of something no watch can see); on a Wait it
 // polls. On a live step's Terminal it is a slow re-check: the object is
 // Stalled, and the pass returns a requeue after d instead of a terminal
-// error (which controller-runtime never retries); After(0) takes it back.
-// It has no effect on Error (backoff decides) nor on a cleanup step's
+// error (which controller-runtime never retries); RequeueAfter(0) takes it back.
+// It has no effect on Retry (backoff decides) nor on a cleanup step's
 // Terminal.
-func (o Outcome) After(d time.Duration) Outcome {
+func (o Outcome) RequeueAfter(d time.Duration) Outcome {
 	o.after = d
 	return o
 }
 
-// WithReason overrides the condition reason of an Error outcome (or any
+// WithReason overrides the condition reason of a Retry outcome (or any
 // other).
 func (o Outcome) WithReason(reason string) Outcome {
 	o.reason = reason
 	return o
 }
 
-// stallRefusedAdoption turns a step's Error outcome whose error is an
+// stallRefusedAdoption turns a step's Retry outcome whose error is an
 // ownership.AdoptionRefusedError into Terminal with ReasonAdoptionRefused,
 // re-checked after [StalledRecheck]: no retry with backoff makes the object
 // adoptable, so the object is Stalled, and the error, in its message,
@@ -132,7 +132,7 @@ func stallRefusedAdoption(o Outcome) Outcome {
 	switch {
 	case o.kind != kindError:
 	case errors.As(o.err, &refused):
-		return Terminal(ReasonAdoptionRefused, o.err).After(StalledRecheck)
+		return Terminal(ReasonAdoptionRefused, o.err).RequeueAfter(StalledRecheck)
 	case errors.As(o.err, &undeclared):
 		return Terminal(ReasonInvalidStep, o.err)
 	}

@@ -16,12 +16,12 @@ import (
 	"github.com/reconcilekit/reconcilekit/reconciler"
 )
 
-// A step that returns Error(nil) or Terminal(reason, nil) is a bug in the
+// A step that returns Retry(nil) or Terminal(reason, nil) is a bug in the
 // step, but it must fail its pass with a message saying so, not crash the
 // process (the step's logging ran outside the panic recovery).
 func TestNilErrorOutcomesFailThePass(t *testing.T) {
 	for name, out := range map[string]reconciler.Outcome{
-		"Error":    reconciler.Error(nil),
+		"Error":    reconciler.Retry(nil),
 		"Terminal": reconciler.Terminal("Broken", nil),
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 // UndeclaredKindError is the error of Scope.Apply, ApplyAndWait and Prune
-// for a kind that Options.Owns does not list. The step's Error outcome
+// for a kind that Options.Owns does not list. The step's Retry outcome
 // carrying it stalls the pass (Terminal, reason ReasonInvalidStep): the
 // controller does not watch the kind, so the cached client would start a
 // cluster-wide informer for it (which blocks without list/watch RBAC) and

@@ -30,7 +30,7 @@ func TestStepWritingItsOwnObjectKeepsThePassStatus(t *testing.T) {
 		}},
 		{Name: "own-finalizer", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			if _, err := finalizer.Ensure(ctx, s.Client, s.Object, extra, finalizer.WithAPIReader(env.Client)); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			s.Object.Status.Note = "extra finalizer ensured"
 			return reconciler.Continue()

@@ -73,16 +73,16 @@ func TestPassDoesNotReadWhatItDeleted(t *testing.T) {
 				for _, name := range []string{"plain", "held", "recreated"} {
 					var cm corev1.ConfigMap
 					if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Object.Namespace, Name: name}, &cm); err != nil {
-						return reconciler.Error(err)
+						return reconciler.Retry(err)
 					}
 					if err := s.Client.Delete(ctx, &cm); err != nil {
-						return reconciler.Error(err)
+						return reconciler.Retry(err)
 					}
 				}
 				// Another writer creates the object again.
 				again := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "recreated", Namespace: s.Object.Namespace}}
 				if err := env.Client.Create(ctx, again); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				newUID = again.UID
 				return reconciler.Continue()
@@ -91,18 +91,18 @@ func TestPassDoesNotReadWhatItDeleted(t *testing.T) {
 				ns := s.Object.Namespace
 				plainErr = s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "plain"}, &corev1.ConfigMap{})
 				if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "held"}, &held); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "recreated"}, &recreated); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				var list corev1.ConfigMapList
 				if err := s.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				all = listed(&list)
 				if err := s.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app": "x"}); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				byLabel = listed(&list)
 				return reconciler.Continue()
@@ -139,13 +139,13 @@ func TestPassDoesNotListWhatItDeletedAll(t *testing.T) {
 		Steps: []widgetStep{
 			{Name: "apply", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 				if _, err := s.Apply(ctx, corev1ac.ConfigMap("applied", s.Object.Namespace).WithLabels(map[string]string{"app": "x"})); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				return reconciler.Continue()
 			}},
 			{Name: "delete", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 				if err := s.Client.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(s.Object.Namespace), client.MatchingLabels{"app": "x"}); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				return reconciler.Continue()
 			}},
@@ -153,7 +153,7 @@ func TestPassDoesNotListWhatItDeletedAll(t *testing.T) {
 				ns := s.Object.Namespace
 				var list corev1.ConfigMapList
 				if err := s.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				all = listed(&list)
 				appliedErr = s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "applied"}, &corev1.ConfigMap{})
@@ -186,19 +186,19 @@ func TestPassReadsItsOwnTypedApply(t *testing.T) {
 			{Name: "apply", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 				cm := corev1ac.ConfigMap("cfg", s.Object.Namespace).WithData(map[string]string{"v": "2"})
 				if err := s.Client.Apply(ctx, cm, client.FieldOwner("test"), client.ForceOwnership); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				return reconciler.Continue()
 			}},
 			{Name: "read", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 				var cm corev1.ConfigMap
 				if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Object.Namespace, Name: "cfg"}, &cm); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				got = cm.Data["v"]
 				var list corev1.ConfigMapList
 				if err := s.Client.List(ctx, &list, client.InNamespace(s.Object.Namespace)); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				for _, item := range list.Items {
 					if item.Name == "cfg" {
@@ -230,7 +230,7 @@ func TestPassBehindTheCacheReadsItsOwnObjectFresh(t *testing.T) {
 		{Name: "a", Condition: "AReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			var w testv1.Widget
 			if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &w); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			read = w.ResourceVersion
 			return reconciler.ContinueWith("Up", "up")

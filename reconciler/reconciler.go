@@ -93,7 +93,7 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 		seen:           newHorizon(),
 		outages:        newOutages(probe),
 		owned:          owned}
-	ready := opts.Ready
+	ready := opts.ReadyDependsOn
 	if ready == nil {
 		for _, s := range opts.Steps {
 			if s.Condition != "" {

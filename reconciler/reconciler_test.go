@@ -237,7 +237,7 @@ func TestStoppedPassIsNeverReady(t *testing.T) {
 		wantReason string
 		wantMsg    string
 	}{
-		{"error", reconciler.Error(errors.New("boom")), reconciler.ReasonError, "step deploy: boom"},
+		{"error", reconciler.Retry(errors.New("boom")), reconciler.ReasonError, "step deploy: boom"},
 		{"wait", reconciler.Wait("Resizing", "1/2 resized"), "Resizing", "step deploy: 1/2 resized"},
 		{"terminal", reconciler.Terminal("InvalidSize", errors.New("size 2 is not allowed")), "InvalidSize", "step deploy: size 2 is not allowed"},
 	} {
@@ -262,7 +262,7 @@ func TestStoppedPassIsNeverReady(t *testing.T) {
 func TestWaitAfterRequeues(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
 		{Name: "poll", Condition: "Polled", Run: func(context.Context, *scope) reconciler.Outcome {
-			return reconciler.Wait("NotYet", "external system not ready").After(30 * time.Second)
+			return reconciler.Wait("NotYet", "external system not ready").RequeueAfter(30 * time.Second)
 		}},
 	}})
 	res, err := f.reconcile()
@@ -301,7 +301,7 @@ func TestTransientErrorIsRetriedAndKeepsEarlierStatus(t *testing.T) {
 			return reconciler.Continue()
 		}},
 		{Name: "flaky", Condition: "Flaky", Run: func(context.Context, *scope) reconciler.Outcome {
-			return reconciler.Error(errors.New("backend unavailable"))
+			return reconciler.Retry(errors.New("backend unavailable"))
 		}},
 	}})
 	_, err := f.reconcile()
@@ -377,8 +377,8 @@ func TestEventsFollowReady(t *testing.T) {
 	}{
 		{"first pass, waiting", reconciler.Wait("RollingOut", "0/2 replicas"), []string{"Normal RollingOut Ready=False: 0/2 replicas"}},
 		{"still waiting, new reason", reconciler.Wait("ReplicasUnavailable", "1/2 replicas"), nil},
-		{"failing while not Ready", reconciler.Error(errors.New("boom")), []string{"Warning ReconcileError Ready=False"}},
-		{"the same failure again", reconciler.Error(errors.New("boom")), nil},
+		{"failing while not Ready", reconciler.Retry(errors.New("boom")), []string{"Warning ReconcileError Ready=False"}},
+		{"the same failure again", reconciler.Retry(errors.New("boom")), nil},
 		{"Ready", reconciler.Continue(), []string{"Normal Succeeded Ready=True"}},
 		{"Ready, unchanged", reconciler.Continue(), nil},
 		{"stalled", reconciler.Terminal("InvalidSpec", errors.New("size must be even")), []string{"Warning InvalidSpec Ready=False"}},
@@ -428,7 +428,7 @@ func TestDeletionRunsCleanupBeforeTheObjectDisappears(t *testing.T) {
 		Finalizer: "test.reconcilekit.io/cleanup",
 		Cleanup: []widgetStep{{Name: "release", Run: func(context.Context, *scope) reconciler.Outcome {
 			if fail {
-				return reconciler.Error(errors.New("external API down"))
+				return reconciler.Retry(errors.New("external API down"))
 			}
 			cleaned.Add(1)
 			return reconciler.Continue()
@@ -509,7 +509,7 @@ func TestOwnedObjectsThroughScope(t *testing.T) {
 			cm := corev1ac.ConfigMap(s.Object.Name+"-config", s.Object.Namespace).
 				WithData(map[string]string{"size": fmt.Sprint(s.Object.Spec.Size)})
 			if _, err := s.Apply(ctx, cm); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			return reconciler.Continue()
 		}},
@@ -534,7 +534,7 @@ func TestConvergesUnderInjectedFaults(t *testing.T) {
 				Steps: []widgetStep{{Name: "configmap", Condition: "ConfigReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 					cm := corev1ac.ConfigMap("cfg", s.Object.Namespace).WithData(map[string]string{"k": "v"})
 					if _, err := s.Apply(ctx, cm); err != nil {
-						return reconciler.Error(err)
+						return reconciler.Retry(err)
 					}
 					return reconciler.Continue()
 				}}},
@@ -561,7 +561,7 @@ func TestConvergesUnderInjectedFaults(t *testing.T) {
 func TestMetricsAreRegistered(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Name: "metrics-test", Steps: []widgetStep{
 		{Name: "fails", Condition: "Fails", Run: func(context.Context, *scope) reconciler.Outcome {
-			return reconciler.Error(errors.New("nope"))
+			return reconciler.Retry(errors.New("nope"))
 		}},
 	}})
 	_, _ = f.reconcile()
@@ -640,7 +640,7 @@ func TestRequeueBehaviourUnderAManager(t *testing.T) {
 	// The watch event of its own status write would wake the transient
 	// widget too, at any time under load; without it the only wake-ups
 	// are the retries, so every gap between calls has a known lower bound.
-	transient := build("transient", reconciler.Error(errors.New("try again")), predicate.GenerationChangedPredicate{})
+	transient := build("transient", reconciler.Retry(errors.New("try again")), predicate.GenerationChangedPredicate{})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

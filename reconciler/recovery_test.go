@@ -92,10 +92,10 @@ func TestOutageRecoveryRequeuesWhatFailedWhileTheAPIServerWasDown(t *testing.T) 
 			// passes come every 50 ms while it answers.
 			if err := mgr.GetAPIReader().Get(ctx, key, &testv1.Widget{}); err != nil {
 				failed.Add(1)
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			succeeded.Add(1)
-			return reconciler.Continue().After(50 * time.Millisecond)
+			return reconciler.Continue().RequeueAfter(50 * time.Millisecond)
 		},
 	}}})
 	require.NoError(t, err)

@@ -163,7 +163,7 @@ func waitForReference[T Object](reader client.Reader, step, prefix string, gvk s
 			}
 			return Wait(prefix+"NotFound", "%s %s %q not found in namespace %q", step, gvk.Kind, name, key.Namespace)
 		case err != nil:
-			return Error(fmt.Errorf("getting %s %s %q: %w", step, gvk.Kind, name, err))
+			return Retry(fmt.Errorf("getting %s %s %q: %w", step, gvk.Kind, name, err))
 		}
 		return ContinueWith(prefix+"Found", "%s %s %q found", step, gvk.Kind, name)
 	}

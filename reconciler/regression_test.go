@@ -43,12 +43,12 @@ func TestTerminalPassWithFailedStatusWriteIsRetried(t *testing.T) {
 	assert.True(t, conditions.IsTrue(f.get(), conditions.Stalled))
 }
 
-// An Error outcome returns no RequeueAfter from an earlier step:
+// An Retry outcome returns no RequeueAfter from an earlier step:
 // controller-runtime ignores a result returned with an error, and warns.
 func TestErrorOutcomeReturnsNoResult(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
-		{Name: "poll", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Continue().After(time.Minute) }},
-		{Name: "fail", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Error(errors.New("down")) }},
+		{Name: "poll", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Continue().RequeueAfter(time.Minute) }},
+		{Name: "fail", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Retry(errors.New("down")) }},
 	}})
 	res, err := f.reconcile()
 	require.Error(t, err)
@@ -192,7 +192,7 @@ func TestStaleFinalizerPassDoesNotStall(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{
 		Steps: []widgetStep{{Name: "own-finalizer", Condition: "Extra", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			if _, err := finalizer.Ensure(ctx, s.Client, s.Object, "test.reconcilekit.io/extra"); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			return reconciler.Continue()
 		}}},
@@ -341,14 +341,14 @@ func TestReadOfOwnTypedWriteHasItsKind(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
 		{Name: "own-finalizer", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			if _, err := finalizer.Ensure(ctx, s.Client, s.Object, "test.reconcilekit.io/extra"); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			var w testv1.Widget
 			if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &w); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			if !slices.Contains(w.Finalizers, "test.reconcilekit.io/extra") {
-				return reconciler.Error(errors.New("the read did not return the pass's write"))
+				return reconciler.Retry(errors.New("the read did not return the pass's write"))
 			}
 			got = w.TypeMeta
 			return reconciler.Continue()

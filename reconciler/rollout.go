@@ -33,8 +33,8 @@ const (
 // ProgressDeadlineExceeded heals once, say, its image can be pulled, and
 // the event may never reach the controller) and an object whose adoption
 // was refused (ReasonAdoptionRefused: once its owner deletes it, nothing
-// the controller watches says so). Override it per step with .After(d);
-// After(0) makes the stall purely terminal.
+// the controller watches says so). Override it per step with .RequeueAfter(d);
+// RequeueAfter(0) makes the stall purely terminal.
 const StalledRecheck = 5 * time.Minute
 
 // Rollout returns the outcome that obj's rollout calls for, as kstatus
@@ -62,11 +62,11 @@ const StalledRecheck = 5 * time.Minute
 func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 	u, err := s.unstructured(obj)
 	if err != nil {
-		return Error(err)
+		return Retry(err)
 	}
 	res, err := status.Compute(u)
 	if err != nil {
-		return Error(fmt.Errorf("computing the status of %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err))
+		return Retry(fmt.Errorf("computing the status of %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err))
 	}
 	name := fmt.Sprintf("%s %s", u.GetKind(), obj.GetName())
 	switch res.Status {
@@ -87,9 +87,9 @@ func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 				}
 			}
 		}
-		return Terminal(reason, errors.New(name+": "+msg)).After(StalledRecheck)
+		return Terminal(reason, errors.New(name+": "+msg)).RequeueAfter(StalledRecheck)
 	default:
-		return Error(fmt.Errorf("%s: status %s: %s", name, res.Status, res.Message))
+		return Retry(fmt.Errorf("%s: status %s: %s", name, res.Status, res.Message))
 	}
 }
 

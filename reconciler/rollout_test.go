@@ -24,7 +24,7 @@ import (
 // controller-runtime never retries: the Deployment can recover by itself
 // (an image that becomes pullable), and the event that says so may never
 // reach the controller (a predicate dropping status updates). The pass the
-// requeue brings finds the recovery. After(0) on the outcome takes the
+// requeue brings finds the recovery. RequeueAfter(0) on the outcome takes the
 // re-check back.
 func TestFailedRolloutIsRechecked(t *testing.T) {
 	recheck := reconciler.StalledRecheck
@@ -32,17 +32,17 @@ func TestFailedRolloutIsRechecked(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&appsv1.Deployment{}}, Steps: []widgetStep{
 		{Name: "deployment", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			if _, err := s.Apply(ctx, testDeployment(s.Object, "example.com/app:v1")); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			return reconciler.Continue()
 		}},
 		{Name: "rollout", Condition: "Available", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 			var d appsv1.Deployment
 			if err := s.Client.Get(ctx, client.ObjectKeyFromObject(s.Object), &d); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			if override != nil {
-				return s.Rollout(&d).After(*override)
+				return s.Rollout(&d).RequeueAfter(*override)
 			}
 			return s.Rollout(&d)
 		}},
@@ -93,7 +93,7 @@ func TestFailedRolloutIsRechecked(t *testing.T) {
 	waitForCache(t, f, d)
 	override = new(time.Duration)
 	res, err = f.reconcile()
-	assert.True(t, errors.Is(err, reconcile.TerminalError(nil)), "After(0): terminal, %v", err)
+	assert.True(t, errors.Is(err, reconcile.TerminalError(nil)), "RequeueAfter(0): terminal, %v", err)
 	assert.Zero(t, res.RequeueAfter)
 	assert.True(t, conditions.IsTrue(f.get(), conditions.Stalled))
 }

@@ -43,7 +43,7 @@ type Scope[T Object] struct {
 // s.Object with server-side apply, writing nothing when the live object
 // already matches. Later reads through s.Client in this pass return what
 // it wrote. See ownership.Applier.Apply. A step that returns its
-// *ownership.AdoptionRefusedError as Error stalls the pass (Terminal, reason
+// *ownership.AdoptionRefusedError as Retry stalls the pass (Terminal, reason
 // ReasonAdoptionRefused): no retry makes the object adoptable. A kind that
 // Options.Owns does not declare is an *UndeclaredKindError, and is never
 // read or written.

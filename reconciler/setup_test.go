@@ -39,7 +39,7 @@ func TestSetupWithManagerWatchesOwnedKinds(t *testing.T) {
 					return reconciler.Continue() // another test's Widget
 				}
 				if _, err := s.Apply(ctx, corev1ac.ConfigMap(s.Object.Name, "").WithData(map[string]string{"k": "want"})); err != nil {
-					return reconciler.Error(err)
+					return reconciler.Retry(err)
 				}
 				return reconciler.Continue()
 			}}},
@@ -78,7 +78,7 @@ func TestUndeclaredKindStallsThePass(t *testing.T) {
 	for name, run := range map[string]func(context.Context, *scope) reconciler.Outcome{
 		"Apply": func(ctx context.Context, s *scope) reconciler.Outcome {
 			if _, err := s.Apply(ctx, corev1ac.ConfigMap("cfg", s.Object.Namespace)); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			return reconciler.Continue()
 		},
@@ -87,7 +87,7 @@ func TestUndeclaredKindStallsThePass(t *testing.T) {
 		},
 		"Prune": func(ctx context.Context, s *scope) reconciler.Outcome {
 			if _, err := s.Prune(ctx, &corev1.ConfigMapList{}); err != nil {
-				return reconciler.Error(err)
+				return reconciler.Retry(err)
 			}
 			return reconciler.Continue()
 		},

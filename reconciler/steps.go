@@ -104,8 +104,8 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], p *pass[T]) (
 			return res, err
 		}
 	}
-	if r.opts.Summarize != nil {
-		r.opts.Summarize(obj)
+	if r.opts.DeriveStatus != nil {
+		r.opts.DeriveStatus(obj)
 	}
 	setObservedGeneration(obj)
 	return res, stepErr
@@ -120,7 +120,7 @@ func (r *Reconciler[T]) runStep(ctx context.Context, step Step[T], s *Scope[T]) 
 		stepDuration.WithLabelValues(r.opts.Name, step.Name).Observe(time.Since(start).Seconds())
 		if p := recover(); p != nil {
 			log.Error(fmt.Errorf("panic: %v", p), "step panicked", "stack", string(debug.Stack()))
-			out = Error(fmt.Errorf("panic: %v", p)).WithReason(ReasonPanic)
+			out = Retry(fmt.Errorf("panic: %v", p)).WithReason(ReasonPanic)
 			stepErrors.WithLabelValues(r.opts.Name, step.Name, "panic").Inc()
 			return
 		}

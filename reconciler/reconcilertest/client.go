@@ -118,17 +118,17 @@ type Client struct {
 	lag    *cachelag.Cache // nil without WithCacheLag
 }
 
-// Option configures a [Client].
-type Option func(*Client)
+// ClientOption configures a [Client].
+type ClientOption func(*Client)
 
 // WithSeed seeds the random source that decides which requests a Fault
 // with a Rate below 1 fails. The default seed is 1.
-func WithSeed(seed int64) Option {
+func WithSeed(seed int64) ClientOption {
 	return func(c *Client) { c.rand = rand.New(rand.NewSource(seed)) }
 }
 
 // WithFaults installs faults from the start.
-func WithFaults(faults ...Fault) Option {
+func WithFaults(faults ...Fault) ClientOption {
 	return func(c *Client) {
 		for i := range faults {
 			c.faults = append(c.faults, &faults[i])
@@ -137,7 +137,7 @@ func WithFaults(faults ...Fault) Option {
 }
 
 // NewClient wraps c.
-func NewClient(c client.Client, opts ...Option) *Client {
+func NewClient(c client.Client, opts ...ClientOption) *Client {
 	tc := &Client{counts: map[Call]int{}, rand: rand.New(rand.NewSource(1))}
 	for _, o := range opts {
 		o(tc)

@@ -20,7 +20,7 @@ import (
 //
 // WithCacheLag panics on a nil informers, a negative lag, or two Lags for
 // one Kind: the test is wrong, not the code under test.
-func WithCacheLag(informers cache.Informers, lags ...cachelag.Lag) Option {
+func WithCacheLag(informers cache.Informers, lags ...cachelag.Lag) ClientOption {
 	lc := cachelag.New(informers, lags...)
 	return func(c *Client) { c.lag = lc }
 }

@@ -103,7 +103,7 @@ func applyService(ctx context.Context, s *scope) reconciler.Outcome {
 			WithSelector(labelsFor(s.Object)).
 			WithPorts(corev1ac.ServicePort().WithName("memcached").WithPort(11211).WithTargetPort(intstr.FromString("memcached"))))
 	if _, err := s.Apply(ctx, svc); err != nil {
-		return reconciler.Error(err) // it names the Service
+		return reconciler.Retry(err) // it names the Service
 	}
 	return reconciler.Continue()
 }

@@ -133,10 +133,10 @@ func registryValue(app *webappv2.WebApp) string { return RegistryValue(app.Names
 func (r registry) register(ctx context.Context, s *scope) reconciler.Outcome {
 	shard := RegistryShard(s.Object.Namespace, s.Object.Name)
 	if err := r.set(ctx, s.Client, shard, registryKey(s.Object), registryValue(s.Object)); err != nil {
-		return reconciler.Error(err)
+		return reconciler.Retry(err)
 	}
 	if err := r.migrate(ctx, s.Client, registryKey(s.Object), true); err != nil {
-		return reconciler.Error(err)
+		return reconciler.Retry(err)
 	}
 	return reconciler.Continue()
 }
@@ -152,16 +152,16 @@ func (r registry) register(ctx context.Context, s *scope) reconciler.Outcome {
 func (r registry) deregister(ctx context.Context, s *scope) reconciler.Outcome {
 	patch, err := json.Marshal(map[string]any{"data": map[string]*string{registryKey(s.Object): nil}})
 	if err != nil {
-		return reconciler.Error(err)
+		return reconciler.Retry(err)
 	}
 	shard := RegistryShard(s.Object.Namespace, s.Object.Name)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: shard}}
 	err = s.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return reconciler.Error(wrapRegistry(shard, err))
+		return reconciler.Retry(wrapRegistry(shard, err))
 	}
 	if err := r.migrate(ctx, s.Client, registryKey(s.Object), false); err != nil {
-		return reconciler.Error(err)
+		return reconciler.Retry(err)
 	}
 	return reconciler.Continue()
 }

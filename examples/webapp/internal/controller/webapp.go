@@ -114,7 +114,7 @@ func New(mgr ctrl.Manager, opts reconciler.Options[*webappv2.WebApp], registryNa
 		// deleted WebApp must not stay routable.
 		opts.CleanupDeadline = CleanupDeadline
 	}
-	opts.Summarize = summarize
+	opts.DeriveStatus = deriveStatus
 	return reconciler.New(mgr, opts)
 }
 
@@ -215,9 +215,9 @@ func deployment(ctx context.Context, s *scope) reconciler.Outcome {
 	return out
 }
 
-// summarize derives the printer-column fields from the conditions, so they
+// deriveStatus derives the printer-column fields from the conditions, so they
 // cannot disagree with them.
-func summarize(app *webappv2.WebApp) {
+func deriveStatus(app *webappv2.WebApp) {
 	ready := conditions.Get(app, conditions.Ready)
 	app.Status.Ready = new(ready != nil && ready.Status == metav1.ConditionTrue)
 	switch {
