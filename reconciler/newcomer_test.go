@@ -177,6 +177,32 @@ func TestDeleteAndWait(t *testing.T) {
 		assert.Contains(t, err.Error(), "delete ConfigMap "+f.req.Namespace+"/old: it is not controlled by Widget "+f.req.String())
 		require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(cm), cm), "a refused object is not deleted")
 	})
+	// envtest runs no namespace controller: a deleted Namespace stays
+	// Terminating until its spec.finalizers are cleared through the
+	// finalize subresource, as that controller does once it is empty.
+	t.Run("a Namespace in envtest: Terminating until finalized", func(t *testing.T) {
+		f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.Namespace{}},
+			Steps: []widgetStep{{Name: "delete", Condition: "OldGone", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+				return s.DeleteAndWait(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Object.Namespace + "-tenant"}}, reconciler.AllowNotControlled())
+			}}}})
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.req.Namespace + "-tenant"}}
+		require.NoError(t, env.Client.Create(f.ctx, ns))
+		f.syncCached(ns)
+		res, err := f.reconcile()
+		require.NoError(t, err)
+		c := f.condition("OldGone")
+		assert.Equal(t, reconciler.ReasonTerminating, c.Reason)
+		assert.Positive(t, res.RequeueAfter, "an object the owner does not control is looked at again")
+
+		require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(ns), ns))
+		assert.Equal(t, corev1.NamespaceTerminating, ns.Status.Phase)
+		ns.Spec.Finalizers = nil
+		require.NoError(t, env.Client.SubResource("finalize").Update(f.ctx, ns))
+		f.syncCached(ns)
+		_, err = f.reconcile()
+		require.NoError(t, err)
+		assert.Equal(t, reconciler.ReasonDeleted, f.condition("OldGone").Reason)
+	})
 	t.Run("not controlled, allowed", func(t *testing.T) {
 		f := newFix(t, reconciler.AllowNotControlled())
 		cm := create(f, false)
