@@ -51,18 +51,49 @@ func (f *fixture) condition(typ string) *metav1.Condition {
 	return c
 }
 
+// archive keeps a copy of the owner's settings that must outlive it
+// (docs/ownership.md).
+func archive(ctx context.Context, s *scope) reconciler.Outcome {
+	cm := corev1ac.ConfigMap(s.Object.Name+"-archive", s.Object.Namespace).WithData(map[string]string{"size": "1"})
+	if _, err := s.Apply(ctx, cm, ownership.NotOwned()); err != nil {
+		return reconciler.Error(err)
+	}
+	return reconciler.Continue()
+}
+
+// quota applies a ResourceQuota and waits until it is enforced
+// (docs/reconciler.md).
+func quota(ctx context.Context, s *scope) reconciler.Outcome {
+	rq := corev1ac.ResourceQuota("quota", s.Object.Namespace).
+		WithSpec(corev1ac.ResourceQuotaSpec().WithHard(corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}))
+	return s.ApplyAndWaitFor(ctx, rq, &corev1.ResourceQuota{}, func(o client.Object) (bool, string) {
+		if len(o.(*corev1.ResourceQuota).Status.Hard) == 0 {
+			return false, "waiting for the quota controller"
+		}
+		return true, "quota enforced"
+	})
+}
+
+// deleteNamespace deletes the tenant's Namespace and waits until it is
+// gone (docs/cluster-scoped.md). The Widget does not control it here.
+func deleteNamespace(ctx context.Context, s *scope) reconciler.Outcome {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Object.Namespace + "-tenant"}}
+	return s.DeleteAndWait(ctx, ns, reconciler.AllowNotControlled())
+}
+
+// finishNamespaceDeletion does what envtest has no namespace controller
+// for: once the namespace is empty, it clears spec.finalizers through the
+// finalize subresource, and the Namespace is gone.
+func finishNamespaceDeletion(ctx context.Context, c client.Client, ns *corev1.Namespace) error {
+	ns.Spec.Finalizers = nil
+	return c.SubResource("finalize").Update(ctx, ns)
+}
+
 // An object applied with ownership.NotOwned has no owner reference (the
 // garbage collector leaves it when the owner goes), is compared before it
 // is written like an owned one (a second pass writes nothing), and an
 // existing object someone else wrote is still not taken.
 func TestApplyNotOwnedOutlivesTheOwnerAndSkipsUnchanged(t *testing.T) {
-	archive := func(ctx context.Context, s *scope) reconciler.Outcome {
-		cm := corev1ac.ConfigMap(s.Object.Name+"-archive", s.Object.Namespace).WithData(map[string]string{"size": "1"})
-		if _, err := s.Apply(ctx, cm, ownership.NotOwned()); err != nil {
-			return reconciler.Error(err)
-		}
-		return reconciler.Continue()
-	}
 	opts := reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}},
 		Steps: []widgetStep{{Name: "archive", Condition: "Archived", Run: archive}}}
 
@@ -182,9 +213,7 @@ func TestDeleteAndWait(t *testing.T) {
 	// finalize subresource, as that controller does once it is empty.
 	t.Run("a Namespace in envtest: Terminating until finalized", func(t *testing.T) {
 		f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.Namespace{}},
-			Steps: []widgetStep{{Name: "delete", Condition: "OldGone", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
-				return s.DeleteAndWait(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Object.Namespace + "-tenant"}}, reconciler.AllowNotControlled())
-			}}}})
+			Steps: []widgetStep{{Name: "delete", Condition: "OldGone", Run: deleteNamespace}}})
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.req.Namespace + "-tenant"}}
 		require.NoError(t, env.Client.Create(f.ctx, ns))
 		f.syncCached(ns)
@@ -196,8 +225,7 @@ func TestDeleteAndWait(t *testing.T) {
 
 		require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(ns), ns))
 		assert.Equal(t, corev1.NamespaceTerminating, ns.Status.Phase)
-		ns.Spec.Finalizers = nil
-		require.NoError(t, env.Client.SubResource("finalize").Update(f.ctx, ns))
+		require.NoError(t, finishNamespaceDeletion(f.ctx, env.Client, ns))
 		f.syncCached(ns)
 		_, err = f.reconcile()
 		require.NoError(t, err)
@@ -217,18 +245,8 @@ func TestDeleteAndWait(t *testing.T) {
 // controller filled status.hard. envtest runs no quota controller, so the
 // test writes status.hard as it would.
 func TestApplyAndWaitForJudgesReadinessKstatusDoesNot(t *testing.T) {
-	quotaEnforced := func(o client.Object) (bool, string) {
-		if len(o.(*corev1.ResourceQuota).Status.Hard) == 0 {
-			return false, "waiting for the quota controller"
-		}
-		return true, "quota enforced"
-	}
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ResourceQuota{}},
-		Steps: []widgetStep{{Name: "quota", Condition: "QuotaReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
-			rq := corev1ac.ResourceQuota("quota", s.Object.Namespace).
-				WithSpec(corev1ac.ResourceQuotaSpec().WithHard(corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}))
-			return s.ApplyAndWaitFor(ctx, rq, &corev1.ResourceQuota{}, quotaEnforced)
-		}}}})
+		Steps: []widgetStep{{Name: "quota", Condition: "QuotaReady", Run: quota}}})
 	_, err := f.reconcile()
 	require.NoError(t, err)
 	c := f.condition("QuotaReady")
