@@ -219,10 +219,12 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	if err != nil {
 		return "", fmt.Errorf("apply %s: reading live object: %w", desc, err)
 	}
-	if live == nil || metav1.GetControllerOf(live) == nil && !(o.notOwned && wroteBy(live, a.FieldManager)) {
+	if live == nil || metav1.GetControllerOf(live) == nil && (!o.notOwned || !wroteBy(live, a.FieldManager)) {
 		// The cache may not hold the object (not seen yet, or outside its
 		// label selector) and may strip the managedFields that say who wrote
 		// it: whether it exists and may be adopted, the API server says.
+		// (A NotOwned object never has a controller; a cached copy that
+		// shows our managedFields is enough.)
 		if live, err = a.read(ctx, a.APIReader, gvk, key); err != nil {
 			return "", fmt.Errorf("apply %s: reading live object from the API server: %w", desc, err)
 		}
