@@ -86,8 +86,9 @@ const (
 type ApplyOption func(*options)
 
 type options struct {
-	ignore []string
-	adopt  bool
+	ignore   []string
+	adopt    bool
+	notOwned bool
 }
 
 // IgnoreFields leaves these fields to others (e.g. "spec.replicas" for a
@@ -187,7 +188,11 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	if name == "" {
 		return "", fmt.Errorf("apply %s: %w", gvk.Kind, field.Required(field.NewPath("metadata", "name"), "server-side apply needs a name"))
 	}
-	if err := a.setNamespace(owner, md, gvk); err != nil {
+	setNamespace := a.setNamespace
+	if o.notOwned {
+		setNamespace = a.setUnownedNamespace
+	}
+	if err := setNamespace(owner, md, gvk); err != nil {
 		return "", fmt.Errorf("apply %s %s: %w", gvk.Kind, name, err)
 	}
 	key := client.ObjectKey{Namespace: stringAt(md, "namespace"), Name: name}
@@ -196,8 +201,10 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	if err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
 	}
-	if err := setControllerRef(md, ownerRef, gvk.Kind, key); err != nil {
-		return "", err
+	if !o.notOwned {
+		if err := setControllerRef(md, ownerRef, gvk.Kind, key); err != nil {
+			return "", err
+		}
 	}
 	if err := finish(config, ignore); err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
@@ -212,10 +219,12 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	if err != nil {
 		return "", fmt.Errorf("apply %s: reading live object: %w", desc, err)
 	}
-	if live == nil || metav1.GetControllerOf(live) == nil {
+	if live == nil || metav1.GetControllerOf(live) == nil && (!o.notOwned || !wroteBy(live, a.FieldManager)) {
 		// The cache may not hold the object (not seen yet, or outside its
 		// label selector) and may strip the managedFields that say who wrote
 		// it: whether it exists and may be adopted, the API server says.
+		// (A NotOwned object never has a controller; a cached copy that
+		// shows our managedFields is enough.)
 		if live, err = a.read(ctx, a.APIReader, gvk, key); err != nil {
 			return "", fmt.Errorf("apply %s: reading live object from the API server: %w", desc, err)
 		}

@@ -25,6 +25,12 @@ import (
 // verdict. Apply's errors name the kind and key; a failed read is wrapped
 // naming them too.
 func (s *Scope[T]) ApplyAndWait(ctx context.Context, desired runtime.ApplyConfiguration, live client.Object, opts ...ownership.ApplyOption) Outcome {
+	return s.applyAndJudge(ctx, desired, live, s.Rollout, opts)
+}
+
+// applyAndJudge applies desired, reads it back into live and returns
+// judge's verdict on it.
+func (s *Scope[T]) applyAndJudge(ctx context.Context, desired runtime.ApplyConfiguration, live client.Object, judge func(client.Object) Outcome, opts []ownership.ApplyOption) Outcome {
 	gvk, key, err := identify(desired, s.Object)
 	if err != nil {
 		return Retry(err)
@@ -43,7 +49,7 @@ func (s *Scope[T]) ApplyAndWait(ctx context.Context, desired runtime.ApplyConfig
 	if err := s.Client.Get(ctx, key, live); err != nil {
 		return Retry(fmt.Errorf("reading %s after applying it: %w", desc, err))
 	}
-	return s.Rollout(live)
+	return judge(live)
 }
 
 // newLive returns an empty object of kind gvk: typed when the scheme knows

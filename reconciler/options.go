@@ -67,6 +67,11 @@ type Options[T Object] struct {
 	// Whatever it lists, a pass that a step stopped is not Ready: a step
 	// that must not hold Ready back returns ContinueWith, not Wait or Retry.
 	ReadyDependsOn []string
+	// ReadyReason and ReadyMessage, if ReadyReason is set, are Ready's
+	// reason and message when every condition it depends on is True
+	// (default: those of the last one). ReadyReason must be a valid
+	// condition reason; New checks it.
+	ReadyReason, ReadyMessage string
 	// Finalizer names the finalizer that guards Cleanup (for example
 	// "apps.example.com/cleanup"). Required when Cleanup is set, and an
 	// error without it: a release that drops Cleanup lists its finalizer in
@@ -133,6 +138,11 @@ func validateReady[T Object](opts Options[T], ready []string) error {
 			errs = append(errs, fmt.Errorf("reconciler: Options.Steps[%d].Condition %q is already owned by step %q", i, s.Condition, prev))
 		}
 		owner[s.Condition] = s.Name
+	}
+	if opts.ReadyReason != "" {
+		if err := conditions.ValidateReason(opts.ReadyReason); err != nil {
+			errs = append(errs, fmt.Errorf("reconciler: Options.ReadyReason: %w", err))
+		}
 	}
 	for i, c := range ready {
 		switch {

@@ -101,7 +101,7 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 			}
 		}
 	}
-	r.summary = conditions.NewReadySummary(ready...)
+	r.summary = conditions.NewReadySummary(ready...).WithReadyReason(opts.ReadyReason, opts.ReadyMessage)
 	if err := validateReady(opts, ready); err != nil {
 		return nil, err
 	}
@@ -169,11 +169,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		r.track(req.NamespacedName, p.obj)
 	}()
 	scope := &Scope[T]{
-		Object:   obj,
-		Client:   counted,
-		Recorder: r.opts.Recorder,
-		applier:  &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
-		owned:    r.owned,
+		Object:    obj,
+		Client:    counted,
+		APIReader: r.opts.APIReader,
+		Recorder:  r.opts.Recorder,
+		applier:   &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
+		owned:     r.owned,
 	}
 
 	if _, paused := obj.GetAnnotations()[PausedAnnotation]; paused {

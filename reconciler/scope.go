@@ -31,6 +31,12 @@ type Scope[T Object] struct {
 	// watch event, hence by another pass); writes through other clients
 	// and deletions are not tracked.
 	Client client.Client
+	// APIReader reads from the API server, never from a cache
+	// (Options.APIReader, the manager's GetAPIReader): for the server's
+	// truth, at the cost of a request each read. Use it where a cached
+	// or stale answer would be wrong (whether an object outside the
+	// controller's watches exists, or is gone); prefer Client otherwise.
+	APIReader client.Reader
 	// Recorder emits events as the controller.
 	Recorder events.EventRecorder
 

@@ -114,7 +114,9 @@ func Quantity(path *field.Path, value string) field.ErrorList {
 }
 
 // PositiveQuantity is [Quantity] that additionally requires the value to be
-// greater than zero, e.g. for a memory or CPU request.
+// greater than zero, e.g. for a memory or CPU request held in a string field
+// or an annotation. For a typed resource.Quantity field use
+// [PositiveResourceQuantity].
 func PositiveQuantity(path *field.Path, value string) field.ErrorList {
 	q, errs := parseQuantity(path, value)
 	if errs != nil {
