@@ -47,7 +47,9 @@ func TestTerminalPassWithFailedStatusWriteIsRetried(t *testing.T) {
 // controller-runtime ignores a result returned with an error, and warns.
 func TestErrorOutcomeReturnsNoResult(t *testing.T) {
 	f := newFixture(t, reconciler.Options[*testv1.Widget]{Steps: []widgetStep{
-		{Name: "poll", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Continue().RequeueAfter(time.Minute) }},
+		{Name: "poll", Run: func(context.Context, *scope) reconciler.Outcome {
+			return reconciler.Continue().RequeueAfter(time.Minute)
+		}},
 		{Name: "fail", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Retry(errors.New("down")) }},
 	}})
 	res, err := f.reconcile()
