@@ -39,6 +39,9 @@ type Reconciler[T Object] struct {
 	outages *outages
 	// owned is Options.Owns, resolved.
 	owned ownedKinds
+	// bypassed holds objects deleted with the finalizer still on them
+	// until their cleanup has run (DeletedWithFinalizer).
+	bypassed *bypassed[T]
 	// references are the WaitFor steps' watches (ReferenceSources).
 	references *references
 }
@@ -92,6 +95,7 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 		cleanupOverdue: newObjectSet(cleanupOverdueObjects.WithLabelValues(opts.Name)),
 		seen:           newHorizon(),
 		outages:        newOutages(probe),
+		bypassed:       newBypassed[T](),
 		owned:          owned}
 	ready := opts.ReadyDependsOn
 	if ready == nil {
@@ -147,6 +151,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 			r.stalled.set(req.NamespacedName, false)
 			r.cleanupOverdue.set(req.NamespacedName, false)
 			r.seen.forget(req.NamespacedName)
+			if last, ok := r.bypassed.take(req.NamespacedName); ok {
+				return r.cleanupBypassed(ctx, req.NamespacedName, last, counted)
+			}
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting %s: %w", req, err)
@@ -168,14 +175,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		p.record(r.seen, r.managedFinalizers())
 		r.track(req.NamespacedName, p.obj)
 	}()
-	scope := &Scope[T]{
-		Object:    obj,
-		Client:    counted,
-		APIReader: r.opts.APIReader,
-		Recorder:  r.opts.Recorder,
-		applier:   &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
-		owned:     r.owned,
-	}
+	scope := r.scope(obj, counted)
 
 	if _, paused := obj.GetAnnotations()[PausedAnnotation]; paused {
 		if err := r.markPaused(obj); err != nil {
@@ -214,6 +214,18 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 // track records the state obj was left in by this pass in the gauges: a
 // live object with Stalled=True, and a deleting one whose cleanup still
 // holds our finalizer past CleanupDeadline.
+// scope is the Scope of a pass on obj through the pass's client.
+func (r *Reconciler[T]) scope(obj T, counted *passClient) *Scope[T] {
+	return &Scope[T]{
+		Object:    obj,
+		Client:    counted,
+		APIReader: r.opts.APIReader,
+		Recorder:  r.opts.Recorder,
+		applier:   &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
+		owned:     r.owned,
+	}
+}
+
 func (r *Reconciler[T]) track(key types.NamespacedName, obj T) {
 	deleting := !obj.GetDeletionTimestamp().IsZero()
 	r.stalled.set(key, !deleting && conditions.IsTrue(obj, conditions.Stalled))

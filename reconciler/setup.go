@@ -17,11 +17,13 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 }
 
 // Builder returns the controller builder SetupWithManager completes:
-// Named(Options.Name), For(T), Owns each of Options.Owns, and
+// Named(Options.Name), For(T), Watches(T, r.DeletedWithFinalizer()), Owns
+// each of Options.Owns, and
 // WatchesRawSource for each of r.ReferenceSources() and r.OutageRecovery(). Add watches (an object a spec
 // names, a shared object) and options to it, then Complete(r).
 func (r *Reconciler[T]) Builder(mgr manager.Manager) *builder.Builder {
-	b := builder.ControllerManagedBy(mgr).Named(r.opts.Name).For(r.newObject())
+	b := builder.ControllerManagedBy(mgr).Named(r.opts.Name).For(r.newObject()).
+		Watches(r.newObject(), r.DeletedWithFinalizer())
 	for _, o := range r.opts.Owns {
 		b = b.Owns(o)
 	}

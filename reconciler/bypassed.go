@@ -1,0 +1,96 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// bypassed holds the last state of objects that were deleted while they
+// still listed the reconciler's finalizer, until their cleanup has run.
+// The API server can do that: a DELETE that read the object before a pass
+// added the finalizer deletes it at once, finalizer or not (its
+// immediate-deletion decision is made on that read), so no deleting copy
+// ever reaches a pass. Why and how: docs/finalizer.md, "A deletion that
+// races the finalizer".
+type bypassed[T Object] struct {
+	mu      sync.Mutex
+	objects map[types.NamespacedName]T
+}
+
+func newBypassed[T Object]() *bypassed[T] {
+	return &bypassed[T]{objects: map[types.NamespacedName]T{}}
+}
+
+func (b *bypassed[T]) put(key types.NamespacedName, obj T) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.objects[key] = obj
+}
+
+// take removes and returns key's last state, if one is held.
+func (b *bypassed[T]) take(key types.NamespacedName) (T, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	obj, ok := b.objects[key]
+	delete(b.objects, key)
+	return obj, ok
+}
+
+// DeletedWithFinalizer is the event handler that queues objects deleted
+// while they still list Options.Finalizer, with their last state, so that
+// the next pass on a gone object runs the Cleanup steps on that state
+// instead of finding nothing to do. Builder adds it to the watch of T; add
+// it yourself (Watches(obj, r.DeletedWithFinalizer())) when building the
+// controller without Builder.
+func (r *Reconciler[T]) DeletedWithFinalizer() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	return handler.Funcs{
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			obj, ok := e.Object.(T)
+			if !ok || len(r.opts.Cleanup) == 0 || !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
+				return
+			}
+			key := client.ObjectKeyFromObject(obj)
+			r.bypassed.put(key, obj.DeepCopyObject().(T))
+			q.Add(reconcile.Request{NamespacedName: key})
+		},
+	}
+}
+
+// cleanupBypassed runs the Cleanup steps on the last state of an object
+// that was deleted while it listed the finalizer; its status is not
+// written (there is no object). A step that does not continue keeps the
+// state for the next pass, which the returned error or requeue brings.
+func (r *Reconciler[T]) cleanupBypassed(ctx context.Context, key types.NamespacedName, obj T, counted *passClient) (ctrl.Result, error) {
+	logf.FromContext(ctx).Info("the object was deleted while it still had the finalizer; running its cleanup on its last state", "finalizer", r.opts.Finalizer)
+	s := r.scope(obj, counted)
+	for _, step := range r.opts.Cleanup {
+		out := r.runStep(ctx, step, s)
+		if out.kind == kindContinue {
+			continue
+		}
+		r.bypassed.put(key, obj)
+		if out.kind == kindWait && out.after > 0 {
+			return ctrl.Result{RequeueAfter: out.after}, nil
+		}
+		err := out.err
+		if err == nil {
+			err = errors.New(out.conditionMessage())
+		}
+		// Retried whatever the step said: nothing else would ever run
+		// this cleanup again.
+		return ctrl.Result{}, fmt.Errorf("cleanup step %s of deleted %s: %w", step.Name, key, err)
+	}
+	return ctrl.Result{}, nil
+}
