@@ -211,9 +211,6 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 	return res, stepErr
 }
 
-// track records the state obj was left in by this pass in the gauges: a
-// live object with Stalled=True, and a deleting one whose cleanup still
-// holds our finalizer past CleanupDeadline.
 // scope is the Scope of a pass on obj through the pass's client.
 func (r *Reconciler[T]) scope(obj T, counted *passClient) *Scope[T] {
 	return &Scope[T]{
@@ -226,6 +223,9 @@ func (r *Reconciler[T]) scope(obj T, counted *passClient) *Scope[T] {
 	}
 }
 
+// track records the state obj was left in by this pass in the gauges: a
+// live object with Stalled=True, and a deleting one whose cleanup still
+// holds our finalizer past CleanupDeadline.
 func (r *Reconciler[T]) track(key types.NamespacedName, obj T) {
 	deleting := !obj.GetDeletionTimestamp().IsZero()
 	r.stalled.set(key, !deleting && conditions.IsTrue(obj, conditions.Stalled))
