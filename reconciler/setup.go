@@ -17,13 +17,16 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 }
 
 // Builder returns the controller builder SetupWithManager completes:
-// Named(Options.Name), For(T), Watches(T, r.DeletedWithFinalizer()), Owns
-// each of Options.Owns, and
-// WatchesRawSource for each of r.ReferenceSources() and r.OutageRecovery(). Add watches (an object a spec
-// names, a shared object) and options to it, then Complete(r).
+// Named(Options.Name), For(T), with Cleanup Watches(T,
+// r.DeletedWithFinalizer()), Owns each of Options.Owns, and
+// WatchesRawSource for each of r.ReferenceSources() and
+// r.OutageRecovery(). Add watches (an object a spec names, a shared
+// object) and options to it, then Complete(r).
 func (r *Reconciler[T]) Builder(mgr manager.Manager) *builder.Builder {
-	b := builder.ControllerManagedBy(mgr).Named(r.opts.Name).For(r.newObject()).
-		Watches(r.newObject(), r.DeletedWithFinalizer())
+	b := builder.ControllerManagedBy(mgr).Named(r.opts.Name).For(r.newObject())
+	if len(r.opts.Cleanup) > 0 {
+		b = b.Watches(r.newObject(), r.DeletedWithFinalizer())
+	}
 	for _, o := range r.opts.Owns {
 		b = b.Owns(o)
 	}
