@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,6 +31,7 @@ import (
 // put back by the pass its watch event starts (Owns), through the manager's
 // cached client.
 func TestSetupWithManagerWatchesOwnedKinds(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	m := env.StartManager(t, func(mgr manager.Manager) error {
 		r, err := reconciler.New(mgr, reconciler.Options[*testv1.Widget]{

@@ -23,6 +23,9 @@ import (
 // TestCacheBecomesReady runs the controller against a real kube-apiserver
 // (envtest, from KUBEBUILDER_ASSETS) until a Cache is Ready.
 func TestCacheBecomesReady(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs envtest: run without -short, with KUBEBUILDER_ASSETS set")
+	}
 	env := &envtest.Environment{CRDDirectoryPaths: []string{"config/crd/bases"}, ErrorIfCRDPathMissing: true}
 	cfg, err := env.Start()
 	require.NoError(t, err)
