@@ -4,8 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -42,4 +47,22 @@ func Example() {
 	ready := conditions.Get(w, conditions.Ready)
 	fmt.Println(err, ready.Status, ready.Reason, ready.Message)
 	// Output: <nil> False OddSize waiting for an even size, have 3
+}
+
+// A manager whose cache holds only the operator's own Secrets (by label)
+// and the ConfigMaps of its namespace. Should a later change leave either
+// kind unbounded (its ByObject entry dropped, say), the manager warns in
+// its log and in reconcilekit_unbounded_cache_informers{kind} as soon as a
+// watch or a cached read starts the kind's informer.
+func ExampleGuardCacheFootprint() {
+	managed := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "widget-operator"})
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Cache: reconciler.GuardCacheFootprint(cache.Options{
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}:    {Label: managed},
+				&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{"widgets-system": {}}},
+			},
+		}),
+	})
+	fmt.Println(mgr != nil, err)
 }

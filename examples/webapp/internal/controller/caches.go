@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/reconcilekit/reconcilekit/reconciler"
 )
 
 // CacheOptions is what the manager's cache must hold for the controller,
@@ -17,9 +19,11 @@ import (
 // WebApps wait for are watched metadata-only in a cache of their own
 // (reconciler.WaitFor: a cache's per-object settings are keyed by kind, so
 // metadata-only reads of Services would get the label selector too).
+// The guard (reconciler.GuardCacheFootprint) warns if a change ever makes
+// the cache hold every Secret or ConfigMap in the cluster.
 func CacheOptions(registryNamespace string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{labelManaged: managedBy})
-	return cache.Options{
+	return reconciler.GuardCacheFootprint(cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: {Label: managed},
@@ -33,5 +37,5 @@ func CacheOptions(registryNamespace string) cache.Options {
 				UnsafeDisableDeepCopy: new(true),
 			},
 		},
-	}
+	})
 }
