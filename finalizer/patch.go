@@ -23,58 +23,32 @@ type options struct {
 	reader client.Reader
 }
 
-// WithAPIReader makes [Ensure] and [Remove] read the object through r, which
-// should read the apiserver directly (mgr.GetAPIReader()), instead of
+// WithAPIReader makes [Ensure] and [Remove] read the object through r,
+// which should read the apiserver directly (mgr.GetAPIReader()), instead of
 // through their client: after a 409 Conflict, and first when obj has no
-// resourceVersion. Pass it whenever the client reads from the manager's
-// cache (mgr.GetClient()): a cache that has not yet seen the write that
-// caused the conflict returns the very copy that conflicted, so re-reading
-// through it cannot make progress. WithAPIReader(nil) is the same as no option.
-//
-// Without it, reads go through the client. That is right for an uncached
-// client; with a cache that trails the apiserver, see the caveat on the
-// conflict in [Ensure].
+// resourceVersion. Pass it whenever the client reads from a cache: a cache
+// that has not seen the write that caused the conflict returns the very
+// copy that conflicted. WithAPIReader(nil) is the same as no option.
 func WithAPIReader(r client.Reader) Option {
 	return func(o *options) { o.reader = r }
 }
 
-// Ensure adds the finalizer name to obj on the server and reports whether it
-// changed anything. Call it before creating anything that needs cleanup, so
-// that a deletion arriving later waits for that cleanup.
+// Ensure adds the finalizer name, a domain-qualified name such as
+// "apps.example.com/cleanup", to obj on the server and reports whether it
+// changed anything. Call it before creating anything that needs cleanup.
 //
-// Guarantees:
-//   - Only metadata.finalizers is written, as a JSON merge patch carrying
-//     obj's resourceVersion (an optimistic lock). Spec, status and other
-//     controllers' finalizers are never overwritten, even when obj is stale:
-//     a stale obj makes the server answer 409 Conflict, and Ensure re-reads
-//     the object — through the reader given with [WithAPIReader], else through
-//     c — and tries again (retry.RetryOnConflict with retry.DefaultRetry).
-//   - A patch that must fail is never sent: when a re-read returns the
-//     resourceVersion that just conflicted, or an older one (a cache that has
-//     not caught up), Ensure re-reads again after the backoff instead of
-//     patching.
-//   - Nothing is added to an object that is being deleted: Ensure returns
-//     (false, nil) when obj — or the server's copy, if obj is stale — has a
-//     deletionTimestamp. Adding a finalizer then would only block a deletion
-//     whose cleanup this controller never prepared for.
-//   - Nothing is added to a different object that reuses obj's name: if the
-//     re-read copy has another UID, Ensure returns an error.
-//   - On success, and after any re-read, obj holds the server's copy, so its
-//     finalizers and resourceVersion are current.
-//
-// Caveats:
-//   - name must be a domain-qualified name such as "apps.example.com/cleanup";
-//     unqualified names can collide with other controllers and with the
-//     garbage collector's own "orphan" and "foregroundDeletion" finalizers.
-//   - When obj already lists name, Ensure trusts obj and sends no request.
-//   - Unsaved in-memory edits to obj are lost when Ensure writes or re-reads:
-//     call it before mutating obj, or persist those edits first.
-//   - A NotFound error is returned wrapped; use client.IgnoreNotFound.
-//   - When c reads from a cache, pass [WithAPIReader] (mgr.GetAPIReader()).
-//     Without it, a conflict is resolved only if the cache catches up within
-//     retry.DefaultRetry's few milliseconds; otherwise Ensure returns the
-//     Conflict error (apierrors.IsConflict), having sent one patch, and the
-//     caller's requeue tries again later.
+// Only metadata.finalizers is written, as a JSON merge patch locked to
+// obj's resourceVersion: on a 409 Conflict Ensure re-reads the object
+// (through the [WithAPIReader] reader, else through c) and tries again
+// (retry.RetryOnConflict), so spec, status and other controllers'
+// finalizers are never overwritten, even from a stale obj, and a patch
+// certain to conflict is never sent. Nothing is added to an object that is
+// being deleted (Ensure returns false, nil) or to a different object that
+// reuses obj's name (an error). When obj already lists name, no request is
+// sent. After a write or re-read obj holds the server's copy: unsaved edits
+// to obj are lost. A NotFound error is returned wrapped. Without
+// WithAPIReader, a client that reads from a cache may return the Conflict
+// after one patch. docs/finalizer.md has the details.
 func Ensure(ctx context.Context, c client.Client, obj client.Object, name string, opts ...Option) (changed bool, err error) {
 	if err := validateName(name, true); err != nil {
 		return false, fmt.Errorf("adding finalizer to %s: %w", describe(c, obj), err)
@@ -92,25 +66,12 @@ func Ensure(ctx context.Context, c client.Client, obj client.Object, name string
 }
 
 // Remove removes the finalizer name from obj on the server and reports
-// whether it changed anything. Removing the last finalizer of an object that
-// is being deleted lets the API server delete it.
-//
-// Guarantees:
-//   - The same patch and retry discipline as [Ensure]: only
-//     metadata.finalizers is written, with an optimistic lock, so spec,
-//     status and other controllers' finalizers survive even a stale obj;
-//     conflicts are re-read through the [WithAPIReader] reader if one is given.
-//   - The object being gone (NotFound, or replaced by a new object with the
-//     same name and another UID) is not an error: its finalizer is gone too,
-//     so Remove returns (false, nil).
-//   - On success, and after any re-read, obj holds the server's copy.
-//
-// Caveats:
-//   - When obj does not list name, Remove trusts obj and sends no request.
-//   - Unsaved in-memory edits to obj are lost when Remove writes or re-reads.
-//   - name only has to be a qualified name, not a domain-qualified one, so
-//     that legacy unqualified finalizers can still be cleaned up.
-//   - When c reads from a cache, pass [WithAPIReader], as for [Ensure].
+// whether it changed anything; removing the last finalizer of an object that
+// is being deleted lets the API server delete it. It writes as [Ensure]
+// does, and like it sends nothing when obj does not list name. The object
+// being gone (NotFound, or replaced by another UID) is not an error: Remove
+// returns false, nil. name only has to be a qualified name, so that legacy
+// unqualified finalizers can still be removed.
 func Remove(ctx context.Context, c client.Client, obj client.Object, name string, opts ...Option) (changed bool, err error) {
 	return remove(ctx, c, obj, []string{name}, opts)
 }

@@ -21,37 +21,22 @@ import (
 
 // Applier applies desired owned objects with server-side apply under one
 // field manager, writing only when the live object has drifted from what we
-// want, and prunes owned objects that are no longer wanted.
-//
-// Guarantees:
-//   - A pass over objects that already match makes no mutating API request
-//     (only reads, which may be served from a cache).
-//   - Only fields present in the desired object are ever applied, so fields
-//     set by the server (defaults), by other controllers, or listed in
-//     IgnoreFields are never overwritten nor counted as drift.
-//   - An object controlled by someone else is never modified or deleted,
-//     and an object without a controller is adopted only if this operator
-//     wrote it before, or with [Adopt].
-//
-// Caveats: reads through a cache can be stale right after a write. Where
-// the cache has no object, or one without a controller, Apply asks the API
-// server (APIReader) before writing: one read instead of an apply. Where it
-// has an older version of an object it owns, Apply may re-apply the
-// identical configuration once: one apply request, which the server treats
-// as a no-op (no new resourceVersion, no watch event), reported as Updated,
-// not Unchanged. Likewise a Prune before the cache has seen its last
-// deletions sends those deletes again; they are answered NotFound and not
-// reported. An Applier is safe for concurrent use if its clients are.
+// want, and prunes owned objects that are no longer wanted. A pass over
+// objects that already match makes no mutating request; only the fields the
+// desired object sets are applied or compared, so server defaults, other
+// managers' fields and IgnoreFields are never overwritten; an object
+// controlled by someone else is never modified or deleted. Reads may come
+// from a cache, whose lag costs at most an extra read or a no-op re-apply
+// (docs/ownership.md, "Caveats"). An Applier is safe for concurrent use if
+// its clients are.
 type Applier struct {
 	// Client reads the live objects (reads may come from the manager's
 	// cache) and writes them (writes always go to the apiserver).
 	Client client.Client
 	// APIReader reads from the API server, not from a cache
-	// (mgr.GetAPIReader()). Required. Apply uses it where a cached read
-	// cannot decide: an object the cache does not hold (not seen yet, or
-	// outside its label selector) or holds without a controller (whether
-	// this operator wrote it is in managedFields, which caches often strip),
-	// and an object replaced since it was read.
+	// (mgr.GetAPIReader()). Required. Apply reads through it where a cached
+	// copy cannot decide: an object the cache does not hold, or holds
+	// without a controller, and an object replaced since it was read.
 	APIReader client.Reader
 	// Scheme maps the owner to its GroupVersionKind, and says which owned
 	// kinds are read as typed objects (sharing the informer of an Owns()
@@ -62,9 +47,8 @@ type Applier struct {
 	// old manager owning fields that the new one can then not remove.
 	FieldManager string
 	// Schemas finds the schema of owned objects in the API server's
-	// OpenAPI v3 documents. Custom resources need it; built-in kinds fall
-	// back to client-go's compiled-in schemas without it, at about 1 MiB of
-	// heap (see [SchemaCache]). A reconciler.Reconciler sets it from its manager.
+	// OpenAPI v3 documents. Custom resources need it; without it built-in
+	// kinds use client-go's compiled-in schemas (see [SchemaCache]).
 	Schemas *SchemaCache
 }
 
@@ -92,81 +76,43 @@ type options struct {
 }
 
 // IgnoreFields leaves these fields to others (e.g. "spec.replicas" for a
-// Deployment scaled by an HorizontalPodAutoscaler): they are removed from the
-// desired object before it is applied and compared, so we never set them and
-// never count them as drift.
-//
-// A path is dot-separated keys; a key containing dots goes in brackets, e.g.
-// "metadata.annotations[example.com/paused]". A path that crosses a list
-// applies to every element, e.g. "spec.template.spec.containers.resources".
-//
-// Caveats: on creation an ignored field is not set either, so it gets the
-// server's default. If we owned the field before it was ignored, the next
-// apply releases it; the server then removes it unless another manager also
-// owns it (an HPA takes ownership of spec.replicas when it scales).
-// metadata.name, metadata.namespace, metadata.ownerReferences, apiVersion
-// and kind cannot be ignored.
+// Deployment scaled by a HorizontalPodAutoscaler): they are removed from the
+// desired object before it is applied and compared, so we never set them,
+// not even on creation, and never count them as drift. A field we owned
+// before is released by the next apply. A path is dot-separated keys, a key
+// containing dots in brackets ("metadata.annotations[example.com/paused]");
+// a path that crosses a list applies to every element
+// ("spec.template.spec.containers.resources"). metadata.name,
+// metadata.namespace, metadata.ownerReferences, apiVersion and kind cannot
+// be ignored.
 func IgnoreFields(paths ...string) ApplyOption {
 	return func(o *options) { o.ignore = append(o.ignore, paths...) }
 }
 
-// Apply makes the live object match desired in every field desired sets.
+// Apply makes the live object match desired in every field desired sets,
+// as an object controlled by owner, and says what it did. desired is an
+// apply configuration, which holds exactly the fields the caller set:
+// client-go's (appsv1ac.Deployment(name, namespace)), controller-gen's for
+// custom resources, or client.ApplyConfigurationFromUnstructured of an
+// object built by hand (never one converted from a typed object, whose zero
+// values would be sent and force-owned). desired is not changed.
 //
-// desired is an apply configuration: client-go's for built-in kinds
-// (k8s.io/client-go/applyconfigurations, e.g. appsv1ac.Deployment(name,
-// namespace)), the ones controller-gen's applyconfiguration generator writes
-// for custom resources, or client.ApplyConfigurationFromUnstructured. Why not
-// typed objects: a typed object cannot say "not set" for a non-pointer
-// field without omitempty (a bool, an int32, as CRD types often have), so
-// its zero value would be sent and force-owned, overwriting another
-// manager's value. An apply configuration holds exactly the fields the
-// caller set. (Do not convert a typed object with
-// ApplyConfigurationFromUnstructured: that brings the zero values back.)
+// Apply adds owner's controller reference (the namespace defaults to the
+// owner's; another one is an error, and a namespaced owner cannot control a
+// cluster-scoped object), compares the live object with desired by the
+// kind's schema ([Applier.Schemas]), and applies with server-side apply,
+// forcing ownership under FieldManager, only if a field desired sets
+// differs or the configuration changed since the last apply
+// ([ConfigHashAnnotation]). Unchanged means no mutating request was made;
+// Created means the API server had no such object.
 //
-// Apply adds a controller reference to owner, reads the live object, and
-// writes with server-side apply (forcing ownership of our fields, under
-// FieldManager) only if the live object differs from desired in a field we
-// set, or if the desired configuration changed since the last apply (see
-// ConfigHashAnnotation). The comparison follows the kind's schema: lists by
-// their keys, quantities by value (see firstDrift in compare.go), as read
-// through [Applier.Schemas]; without it, built-in kinds use client-go's
-// compiled-in schemas and custom resources are refused.
-//
-// Guarantees:
-//   - Unchanged means no mutating request was made; Created means the API
-//     server had no such object and this apply created it (judged by the
-//     API server, not by a cache that may lag).
-//   - An existing object controlled by another owner (a different UID, which
-//     includes an earlier incarnation of the same owner) is not touched;
-//     Apply returns a *ForeignControllerError.
-//   - An existing object without a controller is adopted (our controller
-//     reference added, other owner references kept) only if FieldManager
-//     has written it before (its managedFields say so), or with [Adopt].
-//     Otherwise it is not touched and Apply returns an
-//     *AdoptionRefusedError: a name from a user's spec must not let that
-//     user take over, and have the garbage collector delete, an object they
-//     do not own.
-//   - An apply over an existing object names its UID, so an object deleted
-//     or replaced since it was read is never written by mistake: Apply
-//     reads it again from the API server and judges the new one.
-//   - With a namespaced owner, desired must be in the owner's namespace: an
-//     empty namespace defaults to it, a different one is an error naming
-//     metadata.namespace. A cluster-scoped object cannot have a namespaced
-//     owner (the garbage collector would delete it).
-//
-// Caveats:
-//   - Build desired from scratch on each pass: every field it holds is
-//     applied and owned. Status is never applied (use the status
-//     subresource). desired is not changed: read the live object with a Get
-//     (a reconciler.Scope's client reads its own writes).
-//   - The controller reference has blockOwnerDeletion=true. Clusters with the
-//     OwnerReferencesPermissionEnforcement admission plugin (OpenShift, for
-//     one) then require RBAC "update" on the owner's "finalizers"
-//     subresource, e.g. +kubebuilder:rbac:...,resources=widgets/finalizers,verbs=update.
-//   - A field the server drops or rewrites (an unknown field pruned by a
-//     CRD schema, a value changed by a mutating webhook) can never match, so
-//     every pass writes; Apply logs this at the point of the write via the
-//     logger in ctx.
+// An object controlled by another owner (another UID) is not touched:
+// *ForeignControllerError. An object without a controller is adopted only if
+// FieldManager wrote it before, or with [Adopt]; otherwise
+// *AdoptionRefusedError. An apply names the UID it judged, so an object
+// replaced since it was read is read and judged again, never written by
+// mistake. docs/ownership.md has the caveats (fields the server rewrites,
+// the RBAC blockOwnerDeletion needs).
 func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, opts ...ApplyOption) (ApplyResult, error) {
 	if err := a.validate(); err != nil {
 		return "", err
@@ -332,24 +278,14 @@ func (a *Applier) send(ctx context.Context, j judge, uid types.UID) (map[string]
 	return u.Object, nil
 }
 
-// Prune deletes objects of list's type in owner's namespace that owner
-// controls and whose names are not in keep. It returns the names
-// it deleted, sorted.
-//
-// Guarantees:
-//   - Objects not controlled by owner (by UID) are never touched.
-//   - Deletes use Background propagation and a UID precondition: an object
-//     deleted and recreated with the same name since it was listed is not
-//     deleted (the server answers Conflict; it is skipped and re-examined on
-//     the next pass).
-//   - Objects already being deleted are skipped, so a pass with nothing to
-//     prune makes no mutating request (once the cache has seen the previous
-//     pass's deletions; see the caveats on [Applier]).
-//   - One failed delete does not stop the others; the errors are joined.
-//
-// Caveats: with a cluster-scoped owner the list spans all namespaces. The
-// list may come from a cache and be slightly stale; the UID precondition
-// makes that safe.
+// Prune deletes the objects of list's type in owner's namespace (in every
+// namespace, for a cluster-scoped owner) that owner controls and whose
+// names are not in keep, and returns the names it deleted, sorted. Objects
+// not controlled by owner are never touched, and objects already being
+// deleted are skipped. Each delete has Background propagation and a UID
+// precondition, so an object re-created under the same name since the list
+// is left alone; one failed delete does not stop the others (the errors are
+// joined).
 func (a *Applier) Prune(ctx context.Context, owner client.Object, list client.ObjectList, keep ...string) ([]string, error) {
 	if err := a.validate(); err != nil {
 		return nil, err

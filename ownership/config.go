@@ -17,28 +17,11 @@ import (
 )
 
 // ConfigHashAnnotation is the annotation in which Apply records a hash of the
-// configuration it last applied to an object.
-//
-// Why: a client-side subset check ("is every field we want already live?")
-// cannot see a field we used to set and no longer want - the live object
-// still has it, and it is a subset all the same - so without more
-// information an Applier would never remove it. The hash changes whenever the
-// desired configuration changes (a field added, changed or removed, an
-// IgnoreFields list changed), which forces one apply; server-side apply then
-// removes fields we owned and no longer send. It was chosen over reading our
-// entry in metadata.managedFields because it
-//   - still works when the reads come from a cache that strips managedFields
-//     (cache.TransformStripManagedFields, a common memory saving), where a
-//     managedFields-based check would see "nothing owned" and write forever;
-//   - stays a pure client-side check: FieldsV1 keys list items by their
-//     merge keys, including server-defaulted ones (Service ports are keyed
-//     by port AND protocol even when we never set protocol), so matching
-//     them against desired would need defaulting as well as the schema.
-//
-// Caveats: it is one more annotation on every object. Removing or editing it
-// by hand causes a single, harmless re-apply. One object should be applied by
-// one Applier (one field manager); two Appliers on one object would each
-// overwrite the other's hash and write on every pass.
+// configuration it last applied to an object. A changed hash (a field
+// added, changed or removed, an IgnoreFields list changed) forces one apply,
+// which is how server-side apply gets to remove a field we no longer send.
+// Removing or editing it by hand causes one harmless re-apply. Why a hash
+// rather than managedFields: docs/ownership.md.
 const ConfigHashAnnotation = "ownership.reconcilekit.io/config-hash"
 
 // serverMetadata are metadata fields the server sets; they are dropped from

@@ -14,12 +14,11 @@ import (
 	"github.com/reconcilekit/reconcilekit/ownership"
 )
 
-// Object is what the reconciler works on: a pointer to a Kubernetes API
-// struct with a Status struct field, whose conditions it reaches through
-// conditions.Setter. Generate DeepCopy with controller-gen as usual and add
-// GetConditions/SetConditions over Status.Conditions. If Status has an
-// ObservedGeneration field, it must be an int64: every pass sets it to the
-// generation it reconciled. New checks this and fails naming the field.
+// Object is what the reconciler works on: a pointer to an API struct with
+// a Status struct field and GetConditions/SetConditions over its
+// conditions. An ObservedGeneration field in Status, if there is one, must
+// be an int64 or a *int64: every pass sets it to the generation it
+// reconciled. New checks both, naming the field.
 type Object interface {
 	client.Object
 	conditions.Setter
@@ -35,11 +34,9 @@ type Step[T Object] struct {
 	// Owned conditions are Ready's dependents unless Options.ReadyDependsOn says
 	// otherwise.
 	Condition string
-	// Run does the step's work on s.Object, a private deep copy. It may
-	// change s.Object's status, labels and annotations only: a change to
-	// spec or other metadata (which would never be written) stalls the
-	// pass with ReasonInvalidStep. It must be idempotent: it runs on every
-	// pass.
+	// Run does the step's work. It may change s.Object's status, labels and
+	// annotations only (any other change stalls the pass with
+	// ReasonInvalidStep), and must be idempotent: it runs on every pass.
 	Run func(ctx context.Context, s *Scope[T]) Outcome
 
 	// reference is set by WaitFor; New gives the step its Run.
@@ -56,11 +53,9 @@ type Options[T Object] struct {
 	Steps []Step[T]
 	// Owns lists the kinds the steps apply and prune, as empty objects
 	// (&appsv1.Deployment{}). SetupWithManager watches each, so a change
-	// to an owned object starts a pass for its owner. Scope.Apply,
-	// ApplyAndWait and Prune refuse any other kind with an
-	// *UndeclaredKindError, which stalls the pass (ReasonInvalidStep):
-	// the cached client would otherwise start a cluster-wide informer for
-	// it, and its drift would never start a pass.
+	// to an owned object starts a pass for its owner. Scope's apply and
+	// prune methods refuse any other kind with an *UndeclaredKindError,
+	// which stalls the pass (ReasonInvalidStep).
 	Owns []client.Object
 	// ReadyDependsOn lists the conditions Ready depends on, in the order a user
 	// should fix them. Default: every step's Condition, in step order.
@@ -69,43 +64,35 @@ type Options[T Object] struct {
 	ReadyDependsOn []string
 	// ReadyReason and ReadyMessage, if ReadyReason is set, are Ready's
 	// reason and message when every condition it depends on is True
-	// (default: those of the last one). ReadyReason must be a valid
-	// condition reason; New checks it.
+	// (default: those of the last one). New checks that ReadyReason is a
+	// valid condition reason.
 	ReadyReason, ReadyMessage string
 	// Finalizer names the finalizer that guards Cleanup (for example
 	// "apps.example.com/cleanup"). Required when Cleanup is set, and an
-	// error without it: a release that drops Cleanup lists its finalizer in
-	// RetiredFinalizers instead.
+	// error without it.
 	Finalizer string
-	// RetiredFinalizers names finalizers that earlier releases of the
-	// operator added and this one no longer uses (Cleanup dropped, or
-	// Finalizer renamed). The reconciler removes them with the same locked
-	// patch as its own: from a deleting object at once, so its deletion
-	// completes, and from a live object on its next pass (one write, once),
-	// so that uninstalling the operator later cannot strand it. Each must
-	// be a qualified name other than Finalizer. See docs/finalizer.md.
+	// RetiredFinalizers names finalizers that earlier releases added and
+	// this one no longer uses (Cleanup dropped, or Finalizer renamed). The
+	// reconciler removes them, from a deleting object at once and from a
+	// live object on its next pass. Each must be a qualified name other
+	// than Finalizer. See docs/finalizer.md.
 	RetiredFinalizers []string
-	// Cleanup steps run, in order, when the object is being deleted, with
-	// the same Scope, counted client, logging, metrics and panic handling as
-	// Steps; the finalizer is removed once all of them continue in one
-	// pass. They own no condition (Condition must be empty): while cleanup
-	// is stopped, Ready=False says why. Each must be idempotent: every pass
-	// starts again from the first, also after a crash between a step's
-	// success and the finalizer's removal.
+	// Cleanup steps run, in order, when the object is being deleted; the
+	// finalizer is removed once all of them continue in one pass. They own
+	// no condition (Condition must be empty: Ready=False says why cleanup
+	// is stopped) and must be idempotent: every pass starts again from the
+	// first.
 	Cleanup []Step[T]
 	// CleanupDeadline, if set, makes stuck cleanup warn (CleanupOverdue) on
 	// every pass once the object has been deleting for this long.
 	CleanupDeadline time.Duration
 	// RemoveFinalizerAfterDeadline removes the finalizer once
 	// CleanupDeadline has passed although cleanup has not succeeded
-	// (FinalizerForceRemoved). It is an explicit policy choice: it unblocks
-	// deletion (of a namespace, say) at the price of leaking what the
-	// failing step manages.
+	// (FinalizerForceRemoved), leaking what the failing step manages.
 	RemoveFinalizerAfterDeadline bool
-	// DeriveStatus, if set, runs at the end of every pass over a live object,
-	// after Ready, Reconciling and Stalled are computed, whatever the steps
-	// returned. Use it to derive convenience status fields (a ready flag, a
-	// one-line message) from the conditions, so they can never disagree.
+	// DeriveStatus, if set, runs at the end of every pass over a live
+	// object, after Ready, Reconciling and Stalled are computed, whatever
+	// the steps returned: for status fields derived from the conditions.
 	DeriveStatus func(obj T)
 
 	// Client, APIReader, Scheme and Recorder default to the manager's.

@@ -128,7 +128,8 @@ func (o *outages) observe(key types.NamespacedName, start time.Time, err error) 
 // object is queued at once; the controller's workers bound how many run at a
 // time. Objects that fail for any other reason, or only after the recovery,
 // keep their backoff. It needs r built with a manager (New(mgr, ...)), and
-// serves one controller.
+// serves one controller. Like every WatchesRawSource source, it is not
+// filtered by builder.WithEventFilter predicates.
 func (r *Reconciler[T]) OutageRecovery() source.Source {
 	return &outageSource{o: r.outages}
 }

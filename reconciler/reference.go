@@ -44,9 +44,11 @@ const ReasonNotConfigured = "NotConfigured"
 // resourceVersion (labels, annotations, spec and status are dropped before
 // they are stored), indexes the reconciled objects by the name ref
 // returns, and offers the watch that wakes the objects naming an object
-// when it appears, changes or goes: [Reconciler.ReferenceSources]. Its
-// RBAC: list and watch of kind, in every namespace the reconciled objects
-// live in. Without a manager, the step reads through Options.APIReader.
+// when it appears, changes or goes: [Reconciler.ReferenceSources]. That
+// watch is a raw source, so builder.WithEventFilter predicates do not
+// filter it. Its RBAC: list and watch of kind, in every namespace the
+// reconciled objects live in. Without a manager, the step reads through
+// Options.APIReader.
 func WaitFor[T Object](name, condition string, kind client.Object, ref func(T) string) Step[T] {
 	return Step[T]{Name: name, Condition: condition, reference: &reference[T]{kind: kind, name: ref}}
 }
@@ -70,6 +72,13 @@ type references struct {
 // enqueues every reconciled object that names it. Register each with the
 // controller that runs r (builder.WatchesRawSource). Empty without
 // WaitFor steps, and when r was built without a manager.
+//
+// The sources carry no predicate, and builder.WithEventFilter does not
+// reach them: controller-runtime adds its predicates to the sources of
+// For, Owns and Watches only, never to a WatchesRawSource source. Every
+// event of a referenced object (create, update, delete, and the create of
+// each existing object when the cache starts) enqueues the objects naming
+// it, whatever filter the builder has.
 func (r *Reconciler[T]) ReferenceSources() []source.Source {
 	if r.references == nil {
 		return nil

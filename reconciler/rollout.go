@@ -27,38 +27,26 @@ const (
 	ReasonFailed = "Failed"
 )
 
-// StalledRecheck is how long after a pass that stalled on something that
-// can heal without a change the controller watches the reconciler looks
-// again: an owned object kstatus judges Failed (a Deployment's
-// ProgressDeadlineExceeded heals once, say, its image can be pulled, and
-// the event may never reach the controller) and an object whose adoption
-// was refused (ReasonAdoptionRefused: once its owner deletes it, nothing
-// the controller watches says so). Override it per step with .RequeueAfter(d);
-// RequeueAfter(0) makes the stall purely terminal.
+// StalledRecheck is how long after a stall that can heal unseen the
+// reconciler looks again: an owned object kstatus judges Failed, and an
+// adoption refused (ReasonAdoptionRefused). A step overrides it with
+// .RequeueAfter(d) on its outcome; .RequeueAfter(0) makes the stall purely
+// terminal.
 const StalledRecheck = 5 * time.Minute
 
-// Rollout returns the outcome that obj's rollout calls for, as kstatus
-// (sigs.k8s.io/cli-utils/pkg/kstatus/status.Compute, the library Flux,
-// Argo CD and kubectl's apply status use) computes it. obj is an owned
-// object read in this pass after applying it (Deployment, StatefulSet,
-// DaemonSet, Job, or any object with a Ready condition or observedGeneration):
+// Rollout returns the outcome obj's rollout calls for, as kstatus
+// (sigs.k8s.io/cli-utils/pkg/kstatus/status.Compute) judges it, for an
+// object the step read itself (Deployment, StatefulSet, DaemonSet, Job, or
+// any object with a Ready condition or observedGeneration);
+// [Scope.ApplyAndWait] applies, reads the object back and returns this:
 //
-//   - Current: Continue, reason Current, kstatus's message (for example
-//     "Deployment is available. Replicas: 3").
+//   - Current: ContinueWith, reason Current, kstatus's message.
 //   - InProgress, including a status that has not observed the object's
-//     generation yet: Wait, reason InProgress. Ready is not True before the
-//     generation we applied is rolled out.
-//   - Failed (a Deployment's ProgressDeadlineExceeded, a failed Job): Terminal
-//     with kstatus's reason, so the object is Stalled instead of Reconciling
-//     forever, re-checked after [StalledRecheck] (or sooner, by a
-//     watch event: the owned object changing, or the spec).
+//     generation: Wait, reason InProgress.
+//   - Failed: Terminal with kstatus's reason (a Deployment's
+//     ProgressDeadlineExceeded; ReasonFailed without one), re-checked after
+//     [StalledRecheck].
 //   - Terminating: Wait, reason Terminating.
-//
-// Because the pass client reads its own writes, a Get after Apply returns
-// the applied generation even when the informer cache still holds the
-// previous, fully rolled-out one; that is what makes this check safe.
-// [Scope.ApplyAndWait] does the apply, the read and this check in one
-// call; Rollout is for an object the step reads itself.
 func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 	u, err := s.unstructured(obj)
 	if err != nil {

@@ -1,5 +1,4 @@
-// Command cache-operator runs the Cache controller: one step, and the kind
-// it owns.
+// Command cache-operator runs the Cache controller.
 package main
 
 import (
@@ -10,7 +9,6 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,12 +28,8 @@ func main() {
 	}
 }
 
-// run starts a manager with the Cache controller, until SIGTERM. Its scheme
-// is client-go's, with the Cache added.
+// run starts a manager with the Cache controller, until SIGTERM.
 func run() error {
-	if err := cachev1alpha1.AddToScheme(scheme.Scheme); err != nil {
-		return err
-	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		return err
@@ -46,9 +40,13 @@ func run() error {
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
-// setup registers the Cache controller with mgr: it watches Caches and the
-// Deployments they own.
+// setup adds the Cache kind to mgr's scheme and registers its controller:
+// one step, whose outcome is the Available condition and, with it, Ready.
+// SetupWithManager watches the Caches and the kinds in Owns.
 func setup(mgr ctrl.Manager) error {
+	if err := cachev1alpha1.AddToScheme(mgr.GetScheme()); err != nil {
+		return err
+	}
 	r, err := reconciler.New(mgr, reconciler.Options[*cachev1alpha1.Cache]{
 		Name:  "cache-controller",
 		Owns:  []client.Object{&appsv1.Deployment{}},
@@ -60,13 +58,14 @@ func setup(mgr ctrl.Manager) error {
 	return r.SetupWithManager(mgr)
 }
 
-// applyDeployment applies memcached's Deployment and waits for its rollout.
+// applyDeployment applies memcached's Deployment (server-side apply, a
+// write only on drift) and waits until it is rolled out.
 func applyDeployment(ctx context.Context, s *reconciler.Scope[*cachev1alpha1.Cache]) reconciler.Outcome {
 	labels := map[string]string{"app.kubernetes.io/instance": s.Object.Name}
 	dep := appsv1ac.Deployment(s.Object.Name, s.Object.Namespace).WithSpec(appsv1ac.DeploymentSpec().
 		WithReplicas(ptr.Deref(s.Object.Spec.Replicas, 1)).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
 		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(corev1ac.PodSpec().
-			WithContainers(corev1ac.Container().WithName("memcached").WithImage(s.Object.Spec.Image)))))
+			WithContainers(corev1ac.Container().WithName("memcached").WithImage("memcached:1.6.38")))))
 	return s.ApplyAndWait(ctx, dep, &appsv1.Deployment{})
 }

@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -30,7 +29,6 @@ func TestCacheBecomesReady(t *testing.T) {
 	cfg, err := env.Start()
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, env.Stop()) })
-	require.NoError(t, cachev1alpha1.AddToScheme(scheme.Scheme))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
 	require.NoError(t, err)
 	require.NoError(t, setup(mgr))
@@ -39,18 +37,15 @@ func TestCacheBecomesReady(t *testing.T) {
 	go func() { stopped <- mgr.Start(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-stopped) })
 
-	c, err := client.New(cfg, client.Options{})
-	require.NoError(t, err)
+	c := mgr.GetClient() // reads from the manager's cache, as the controller does
 	cache := &cachev1alpha1.Cache{ObjectMeta: metav1.ObjectMeta{Name: "sessions", Namespace: "default"}}
 	require.NoError(t, c.Create(ctx, cache))
-	key := client.ObjectKeyFromObject(cache)
+	key, dep := client.ObjectKeyFromObject(cache), &appsv1.Deployment{}
 	// Ready is False until the Deployment is rolled out. envtest runs no
 	// Deployment controller: play its part, with a finished rollout's status.
 	require.Eventually(t, func() bool {
-		return c.Get(ctx, key, cache) == nil && conditions.IsFalse(cache, conditions.Ready)
+		return c.Get(ctx, key, cache) == nil && conditions.IsFalse(cache, conditions.Ready) && c.Get(ctx, key, dep) == nil
 	}, time.Minute, 100*time.Millisecond)
-	dep := &appsv1.Deployment{}
-	require.NoError(t, c.Get(ctx, key, dep))
 	patch := client.MergeFrom(dep.DeepCopy())
 	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, UpdatedReplicas: 1,
 		ReadyReplicas: 1, AvailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{

@@ -33,6 +33,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,7 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	orig := c.DeepCopy()
 	res, passErr := r.converge(ctx, c)
-	c.Status.ObservedGeneration = c.Generation
+	c.Status.ObservedGeneration = new(c.Generation)
 	if equality.Semantic.DeepEqual(orig.Status, c.Status) {
 		return res, passErr
 	}
@@ -144,7 +145,7 @@ func (r *Reconciler) converge(ctx context.Context, c *cachev1alpha1.Cache) (ctrl
 		return ctrl.Result{}, fmt.Errorf("computing the Deployment's status: %w", err)
 	}
 	if dep.Status != nil && dep.Status.ReadyReplicas != nil {
-		c.Status.ReadyReplicas = *dep.Status.ReadyReplicas
+		c.Status.ReadyReplicas = dep.Status.ReadyReplicas
 	}
 	msg := fmt.Sprintf("Deployment %s: %s", c.Name, rs.Message)
 	switch rs.Status {
@@ -217,7 +218,7 @@ func desiredDeployment(c *cachev1alpha1.Cache, mib int64) *appsv1ac.DeploymentAp
 					WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 				WithContainers(corev1ac.Container().
 					WithName("memcached").
-					WithImage(c.Spec.Image).
+					WithImage(ptr.Deref(c.Spec.Image, "")).
 					WithArgs("-m", strconv.FormatInt(mib, 10)).
 					WithPorts(corev1ac.ContainerPort().WithName("memcached").WithContainerPort(11211)).
 					WithReadinessProbe(corev1ac.Probe().

@@ -84,7 +84,7 @@ func TestPlainOperatorBehavesAsTheGuides(t *testing.T) {
 		return meta.FindStatusCondition(c.Status.Conditions, "Ready")
 	}
 	c := &cachev1alpha1.Cache{ObjectMeta: metav1.ObjectMeta{Name: "sessions", Namespace: "default"},
-		Spec: cachev1alpha1.CacheSpec{Image: "memcached:1.6", Replicas: new(int32(2))}}
+		Spec: cachev1alpha1.CacheSpec{Image: new("memcached:1.6"), Replicas: new(int32(2))}}
 	require.NoError(t, admin.Create(ctx, c))
 	key := client.ObjectKeyFromObject(c)
 	require.Eventually(t, func() bool { r := ready(key); return r != nil && r.Reason == "InProgress" }, time.Minute, 50*time.Millisecond)
@@ -104,12 +104,12 @@ func TestPlainOperatorBehavesAsTheGuides(t *testing.T) {
 	}))
 	require.Eventually(t, func() bool { r := ready(key); return r != nil && r.Status == metav1.ConditionTrue }, time.Minute, 50*time.Millisecond)
 	require.NoError(t, admin.Get(ctx, key, c))
-	assert.Equal(t, int32(2), c.Status.ReadyReplicas)
+	assert.Equal(t, new(int32(2)), c.Status.ReadyReplicas)
 	assert.Equal(t, "Current", ready(key).Reason)
-	assert.Equal(t, c.Generation, c.Status.ObservedGeneration)
+	assert.Equal(t, &c.Generation, c.Status.ObservedGeneration)
 
 	bad := &cachev1alpha1.Cache{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
-		Spec: cachev1alpha1.CacheSpec{Image: "memcached:1.6", Memory: new(resource.MustParse("100M"))}}
+		Spec: cachev1alpha1.CacheSpec{Image: new("memcached:1.6"), Memory: new(resource.MustParse("100M"))}}
 	require.NoError(t, admin.Create(ctx, bad))
 	require.Eventually(t, func() bool {
 		c := &cachev1alpha1.Cache{}

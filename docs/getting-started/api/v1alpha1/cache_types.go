@@ -24,7 +24,7 @@ type CacheSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[^\s@]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[a-f0-9]{64})$`
 	// +optional
-	Image string `json:"image,omitempty"`
+	Image *string `json:"image,omitempty"`
 
 	// replicas is the number of memcached pods, 1 to 10.
 	// +kubebuilder:validation:Minimum=1
@@ -42,7 +42,6 @@ type CacheSpec struct {
 }
 
 // CacheStatus is the observed state of a Cache.
-// +kubebuilder:validation:MinProperties=1
 type CacheStatus struct {
 	// conditions are Ready, Reconciling, Stalled, ConfigValid and
 	// Available, one of each type.
@@ -54,11 +53,11 @@ type CacheStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// readyReplicas is the number of ready memcached pods.
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
 	// observedGeneration is the generation this status was computed for.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 }
 
 // Cache runs memcached: a Deployment and a Service of the Cache's name.
@@ -75,9 +74,11 @@ type Cache struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// spec is the desired state of the Cache.
-	// +required
-	Spec CacheSpec `json:"spec,omitempty"`
+	// spec is the desired state of the Cache. Every field has a default, so
+	// a Cache without a spec gets one.
+	// +default={}
+	// +optional
+	Spec CacheSpec `json:"spec,omitempty,omitzero"`
 	// status is the observed state of the Cache, written by the operator.
 	// +optional
 	Status CacheStatus `json:"status,omitempty,omitzero"`

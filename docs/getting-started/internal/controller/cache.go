@@ -14,6 +14,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -125,7 +126,7 @@ func desiredDeployment(c *cachev1alpha1.Cache, mib int64) *appsv1ac.DeploymentAp
 					WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 				WithContainers(corev1ac.Container().
 					WithName("memcached").
-					WithImage(c.Spec.Image).
+					WithImage(ptr.Deref(c.Spec.Image, "")).
 					WithArgs("-m", strconv.FormatInt(mib, 10)).
 					WithPorts(corev1ac.ContainerPort().WithName("memcached").WithContainerPort(11211)).
 					WithReadinessProbe(corev1ac.Probe().
@@ -151,7 +152,7 @@ func applyDeployment(ctx context.Context, s *scope) reconciler.Outcome {
 	var dep appsv1.Deployment
 	out := s.ApplyAndWait(ctx, desiredDeployment(s.Object, mib), &dep)
 	if dep.UID != "" { // read back after the apply
-		s.Object.Status.ReadyReplicas = dep.Status.ReadyReplicas
+		s.Object.Status.ReadyReplicas = new(dep.Status.ReadyReplicas)
 	}
 	return out
 }

@@ -227,8 +227,8 @@ func TestCacheBecomesReady(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return admin.Get(ctx, key, cache) == nil && conditions.IsTrue(cache, conditions.Ready)
 	}, time.Minute, 100*time.Millisecond)
-	assert.Equal(t, int32(2), cache.Status.ReadyReplicas)
-	assert.Equal(t, cache.Generation, cache.Status.ObservedGeneration)
+	assert.Equal(t, new(int32(2)), cache.Status.ReadyReplicas)
+	assert.Equal(t, &cache.Generation, cache.Status.ObservedGeneration)
 	assert.Equal(t, reconciler.ReasonCurrent, readyReason(cache))
 	assert.Equal(t, "Deployment is available. Replicas: 2", conditions.Get(cache, conditions.Ready).Message)
 

@@ -32,10 +32,6 @@ type Cache struct {
 
 // CacheSpec is the desired state of a Cache.
 type CacheSpec struct {
-	// image is the memcached image.
-	// +default="memcached:1.6.38"
-	// +optional
-	Image string `json:"image,omitempty"`
 	// replicas is the number of memcached pods, 1 to 10.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10
