@@ -52,6 +52,10 @@ type passClient struct {
 	// DeleteAllOf calls.
 	deleted    map[writtenKey]tombstone
 	deletedAll []collection
+	// onWrite, if set, learns every stored write: the answer, and the
+	// resourceVersion the object had in the caller's hands (the lock of a
+	// locked patch; empty for an apply).
+	onWrite func(gvk schema.GroupVersionKind, answer client.Object, prev string)
 }
 
 type writtenKey struct {
@@ -129,6 +133,19 @@ func (c *passClient) record(obj runtime.Object) {
 	// Any cached copy is now either older than this one, which wins, or
 	// newer, so later than the deletion.
 	delete(c.deleted, k)
+}
+
+// recordWrite records answer, the server's answer to a write the caller
+// made holding the object at resourceVersion prev, and tells onWrite.
+func (c *passClient) recordWrite(answer runtime.Object, prev string) {
+	c.record(answer)
+	co, ok := answer.(client.Object)
+	if c.onWrite == nil || !ok {
+		return
+	}
+	if gvk, err := apiutil.GVKForObject(answer, c.Scheme()); err == nil {
+		c.onWrite(gvk, co, prev)
+	}
 }
 
 // lookup returns the written copy of key, if the pass wrote it.
@@ -353,22 +370,24 @@ func (c *passClient) Create(ctx context.Context, obj client.Object, opts ...clie
 
 func (c *passClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	c.n.Add(1)
+	prev := obj.GetResourceVersion()
 	if err := c.Client.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
 	if len((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) == 0 {
-		c.record(obj)
+		c.recordWrite(obj, prev)
 	}
 	return nil
 }
 
 func (c *passClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	c.n.Add(1)
+	prev := obj.GetResourceVersion()
 	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
 	if len((&client.PatchOptions{}).ApplyOptions(opts).DryRun) == 0 {
-		c.record(obj)
+		c.recordWrite(obj, prev)
 	}
 	return nil
 }
@@ -393,7 +412,7 @@ func (c *passClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, 
 func (c *passClient) recordApplied(ac runtime.ApplyConfiguration) {
 	if o, ok := ac.(runtime.Object); ok {
 		if _, ok := ac.(runtime.Unstructured); ok {
-			c.record(o)
+			c.recordWrite(o, "")
 			return
 		}
 	}
@@ -403,7 +422,7 @@ func (c *passClient) recordApplied(ac runtime.ApplyConfiguration) {
 	}
 	u := &unstructured.Unstructured{}
 	if u.UnmarshalJSON(b) == nil {
-		c.record(u)
+		c.recordWrite(u, "")
 	}
 }
 
@@ -476,22 +495,24 @@ func (w *passWriter) Create(ctx context.Context, obj, sub client.Object, opts ..
 
 func (w *passWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 	w.c.n.Add(1)
+	prev := obj.GetResourceVersion()
 	if err := w.SubResourceWriter.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
 	if o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts); len(o.DryRun) == 0 && o.SubResourceBody == nil {
-		w.c.record(obj)
+		w.c.recordWrite(obj, prev)
 	}
 	return nil
 }
 
 func (w *passWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	w.c.n.Add(1)
+	prev := obj.GetResourceVersion()
 	if err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
 	if o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts); len(o.DryRun) == 0 && o.SubResourceBody == nil {
-		w.c.record(obj)
+		w.c.recordWrite(obj, prev)
 	}
 	return nil
 }

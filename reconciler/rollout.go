@@ -54,6 +54,11 @@ const StalledRecheck = 5 * time.Minute
 //     watch event: the owned object changing, or the spec).
 //   - Terminating: Wait, reason Terminating.
 //
+// A pass that ends on this Wait (the step returns it, or another Wait
+// with reason InProgress) waits for the rollout to end: until the owner's
+// next pass, status updates of obj that leave it InProgress start no pass
+// (Options.EveryRolloutEvent).
+//
 // Because the pass client reads its own writes, a Get after Apply returns
 // the applied generation even when the informer cache still holds the
 // previous, fully rolled-out one; that is what makes this check safe.
@@ -73,6 +78,8 @@ func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 	case status.CurrentStatus:
 		return ContinueWith(ReasonCurrent, "%s", res.Message)
 	case status.InProgressStatus:
+		s.waits = append(s.waits, waited{gk: u.GroupVersionKind().GroupKind(), key: client.ObjectKeyFromObject(obj),
+			uid: obj.GetUID(), generation: obj.GetGeneration()})
 		return Wait(ReasonInProgress, "%s: %s", name, res.Message)
 	case status.TerminatingStatus:
 		return Wait(ReasonTerminating, "%s: %s", name, res.Message)
