@@ -113,8 +113,8 @@ func TestRolloutProgressDoesNotWakeTheOwner(t *testing.T) {
 			// the Deployment controller writes them. Each is followed by a
 			// pass or counted as dropped before the next.
 			for i, st := range []appsv1.DeploymentStatus{
-				{Replicas: 0},                    // Replicas: 0/1
-				{Replicas: 1},                    // Updated: 0/1
+				{Replicas: 0},                     // Replicas: 0/1
+				{Replicas: 1},                     // Updated: 0/1
 				{Replicas: 1, UpdatedReplicas: 1}, // Available: 0/1
 			} {
 				before, skippedBefore := passes.Load(), skipped(t, name, "rollout-progress")
