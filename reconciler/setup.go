@@ -69,5 +69,8 @@ func (r *Reconciler[T]) wakeupFilter(obj client.Object, owned bool) []predicate.
 			causeOwnWrite:        skippedWakeups.WithLabelValues(r.opts.Name, causeOwnWrite),
 			causeRolloutProgress: skippedWakeups.WithLabelValues(r.opts.Name, causeRolloutProgress),
 		}}
+	if !owned {
+		f.seen = r.seen
+	}
 	return []predicate.Predicate{f.predicate()}
 }

@@ -188,11 +188,24 @@ type wakeupFilter struct {
 	owned      bool
 	everyEvent bool // Options.EveryRolloutEvent
 	skipped    map[string]prometheus.Counter
+	// seen, in T's watch, is told when the cache holds a pass's own
+	// write: the pass that would have dropped its entry does not run.
+	seen *horizon
 }
 
 func (f *wakeupFilter) predicate() predicate.Funcs {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool { return f.update(e.ObjectOld, e.ObjectNew) },
+		CreateFunc: func(e event.CreateEvent) bool {
+			// An apply that created the object: its event is this one, which
+			// starts a pass as every create does; the write is past.
+			if e.Object != nil {
+				if owner, ok := f.owner(e.Object); ok {
+					f.w.ownWrite(owner, f.gvk.GroupKind(), client.ObjectKeyFromObject(e.Object), "", e.Object.GetResourceVersion())
+				}
+			}
+			return true
+		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
 			if e.Object != nil {
 				if owner, ok := f.owner(e.Object); ok {
@@ -215,6 +228,9 @@ func (f *wakeupFilter) update(old, new client.Object) bool {
 	}
 	key := client.ObjectKeyFromObject(new)
 	if f.w.ownWrite(owner, f.gvk.GroupKind(), key, old.GetResourceVersion(), new.GetResourceVersion()) {
+		if f.seen != nil {
+			f.seen.caughtUp(owner, new.GetResourceVersion())
+		}
 		f.skipped[causeOwnWrite].Inc()
 		return false
 	}

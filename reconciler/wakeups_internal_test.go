@@ -123,6 +123,15 @@ func TestWakeupFilterOwnWrites(t *testing.T) {
 		assert.True(t, f.update(widget("10"), widget("11")), "consumed")
 		assert.Empty(t, w.writes)
 	})
+	t.Run("the horizon learns the cache caught up", func(t *testing.T) {
+		w := newWakeups()
+		f := testFilter(w, false)
+		f.seen = newHorizon()
+		f.seen.record(ownerKey, "10", widget("11"), nil)
+		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
+		assert.False(t, f.update(widget("10"), widget("11")))
+		assert.Empty(t, f.seen.seen, "no pass comes to drop the entry")
+	})
 	t.Run("a chain of writes", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, false)
@@ -174,7 +183,9 @@ func TestWakeupFilterOwnWrites(t *testing.T) {
 		p := testFilter(w, false).predicate()
 		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
 		assert.True(t, p.Create(event.CreateEvent{Object: widget("11")}))
-		assert.True(t, p.Delete(event.DeleteEvent{Object: widget("11")}))
+		assert.Empty(t, w.writes, "a create's event is past its write")
+		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "11", answer: "12"})
+		assert.True(t, p.Delete(event.DeleteEvent{Object: widget("12")}))
 		assert.Empty(t, w.writes)
 	})
 	t.Run("bounded per owner", func(t *testing.T) {
