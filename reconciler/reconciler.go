@@ -163,7 +163,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 	}()
 	r.wakeups.beginPass(req.NamespacedName)
 	if r.filtering.Load() {
-		counted.onWrite = r.recordWrite(req.NamespacedName)
+		counted.tracker = r.trackWrites(req.NamespacedName)
 	}
 
 	obj := r.newObject()
@@ -174,7 +174,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 			r.seen.forget(req.NamespacedName)
 			r.wakeups.forget(req.NamespacedName)
 			if last, ok := r.bypassed.take(req.NamespacedName); ok {
-				counted.onWrite = nil // nothing is left to wake
+				counted.tracker = nil // nothing is left to wake
 				return r.cleanupBypassed(ctx, req.NamespacedName, last, counted)
 			}
 			return ctrl.Result{}, nil
@@ -237,27 +237,52 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 	return res, stepErr
 }
 
-// recordWrite returns the passClient hook that remembers the writes of the
-// pass for owner whose watch events Builder's watches drop: of T itself,
-// and of owned kinds controlled by the owner.
-func (r *Reconciler[T]) recordWrite(owner types.NamespacedName) func(schema.GroupVersionKind, client.Object, string) {
-	return func(gvk schema.GroupVersionKind, answer client.Object, prev string) {
+// trackWrites returns the passClient tracker that records the writes of
+// the pass for owner whose watch events Builder's watches drop: of T
+// itself, and of owned kinds controlled by the owner.
+func (r *Reconciler[T]) trackWrites(owner types.NamespacedName) func(schema.GroupVersionKind, client.Object, string) func(client.Object) {
+	skipped := skippedWakeups.WithLabelValues(r.opts.Name, causeOwnWrite)
+	return func(gvk schema.GroupVersionKind, obj client.Object, prev string) func(client.Object) {
 		gk := gvk.GroupKind()
-		switch {
-		case gk == r.kind && client.ObjectKeyFromObject(answer) == owner:
-		case r.owned.check(gk) == nil:
-			ref := metav1.GetControllerOf(answer)
-			if ref == nil || ref.Kind != r.kind.Kind || ref.Name != owner.Name || answer.GetNamespace() != owner.Namespace {
-				return
-			}
-			if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != r.kind.Group {
-				return
-			}
-		default:
-			return
+		if !r.ownedBy(owner, gk, obj) {
+			return func(client.Object) {}
 		}
-		r.wakeups.wrote(owner, ownWrite{gk: gk, key: client.ObjectKeyFromObject(answer), prev: prev, answer: answer.GetResourceVersion()})
+		w := r.wakeups.sending(owner, gk, client.ObjectKeyFromObject(obj), prev)
+		return func(answer client.Object) {
+			rv := ""
+			if answer != nil {
+				rv = answer.GetResourceVersion()
+			}
+			dropped, queue := r.wakeups.sent(owner, w, rv)
+			if dropped > 0 {
+				skipped.Add(float64(dropped))
+				if gk == r.kind {
+					r.seen.caughtUp(owner, rv)
+				}
+			}
+			if queue {
+				r.wakeups.requeue(owner)
+			}
+		}
 	}
+}
+
+// ownedBy reports whether obj, of kind gk, is owner itself or an object of
+// an owned kind that owner controls: the objects whose events Builder's
+// watches map to owner.
+func (r *Reconciler[T]) ownedBy(owner types.NamespacedName, gk schema.GroupKind, obj client.Object) bool {
+	if gk == r.kind {
+		return client.ObjectKeyFromObject(obj) == owner
+	}
+	if r.owned.check(gk) != nil || obj.GetNamespace() != owner.Namespace {
+		return false
+	}
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != r.kind.Kind || ref.Name != owner.Name {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == r.kind.Group
 }
 
 // scope is the Scope of a pass on obj through the pass's client.

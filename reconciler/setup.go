@@ -46,6 +46,9 @@ func (r *Reconciler[T]) Builder(mgr manager.Manager) *builder.Builder {
 	for _, src := range r.ReferenceSources() {
 		b = b.WatchesRawSource(src)
 	}
+	if r.filtering.Load() {
+		b = b.WatchesRawSource(wakeupSource{w: r.wakeups})
+	}
 	return b.WatchesRawSource(r.OutageRecovery())
 }
 

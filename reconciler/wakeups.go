@@ -1,7 +1,10 @@
 package reconciler
 
 import (
+	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -11,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // Wake-ups that can only find nothing to do are dropped in the watches
@@ -35,12 +40,36 @@ const maxWritesPerKey = 32
 // ownWrite is one write a pass made: the object (gk, key) moved from
 // resourceVersion prev (the version the write was locked to, or the one
 // the caller held; empty for a server-side apply, which names none) to
-// answer.
+// answer. While the request is in flight (answer unknown), the update
+// events of the object are parked: the watch event of a write can reach
+// the informer before its answer reaches the client.
 type ownWrite struct {
 	gk           schema.GroupKind
 	key          client.ObjectKey
 	prev, answer string
+	inFlight     bool
+	parked       []parkedEvent
 }
+
+// parkedEvent is an update event that arrived while a write of its object
+// was in flight.
+type parkedEvent struct{ old, new string }
+
+// mine reports whether the update from oldRV to newRV is exactly the
+// write: it lands on the answer, coming from the version the write started
+// from (when the write named one).
+func (o *ownWrite) mine(oldRV, newRV string) bool {
+	return o.answer != "" && o.answer == newRV && (o.prev == "" || o.prev == oldRV)
+}
+
+// verdict is what the watch does with an update event.
+type verdict int
+
+const (
+	startPass verdict = iota // start a pass
+	drop                     // the event of our own write
+	parkIt                   // decided when the write in flight answers
+)
 
 // waited is an owned object a pass stopped waiting on, as Scope.Rollout
 // judged it InProgress.
@@ -59,75 +88,127 @@ type waited struct {
 // is bounded by the owners with writes in flight or rollouts waited on.
 type wakeups struct {
 	mu     sync.Mutex
-	writes map[types.NamespacedName][]ownWrite
+	writes map[types.NamespacedName][]*ownWrite
 	waits  map[types.NamespacedName][]waited
+	// queue is the controller's, once its watches started (wakeupSource):
+	// a parked event that turns out not to be ours is queued there.
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
 func newWakeups() *wakeups {
-	return &wakeups{writes: map[types.NamespacedName][]ownWrite{}, waits: map[types.NamespacedName][]waited{}}
+	return &wakeups{writes: map[types.NamespacedName][]*ownWrite{}, waits: map[types.NamespacedName][]waited{}}
 }
 
-// wrote remembers a write the owner's pass made.
-func (w *wakeups) wrote(owner types.NamespacedName, write ownWrite) {
-	if write.answer == "" || write.answer == write.prev {
-		return // nothing stored, so no event
-	}
+// sending records a write of (gk, key) from prev that the owner's pass is
+// about to send; sent completes it.
+func (w *wakeups) sending(owner types.NamespacedName, gk schema.GroupKind, key client.ObjectKey, prev string) *ownWrite {
+	o := &ownWrite{gk: gk, key: key, prev: prev, inFlight: true}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	list := append(w.writes[owner], write)
+	list := append(w.writes[owner], o)
 	if len(list) > maxWritesPerKey {
 		list = append(list[:0:0], list[len(list)-maxWritesPerKey:]...)
 	}
 	w.writes[owner] = list
+	return o
 }
 
-// ownWrite reports whether the update of (gk, key) from resourceVersion
-// oldRV to newRV is exactly a write of the owner's passes: it lands on the
-// version the write's answer had, coming from the version the write
-// started from (when the write named one). A match is consumed; writes the
-// event shows are past (an older or the same version, left behind by a
-// relist that merged their events into this one) are forgotten.
-func (w *wakeups) ownWrite(owner types.NamespacedName, gk schema.GroupKind, key client.ObjectKey, oldRV, newRV string) bool {
+// sent completes o with the resourceVersion of the write's answer ("":
+// it failed, or stored nothing) and judges the events parked meanwhile:
+// it returns how many were the write's own (dropped) and whether any
+// other was, so the owner must be queued.
+func (w *wakeups) sent(owner types.NamespacedName, o *ownWrite, answer string) (dropped int, queue bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	o.inFlight, o.answer = false, answer
+	if answer == o.prev {
+		o.answer = "" // nothing stored, so no event of ours
+	}
+	consumed := o.answer == ""
+	for _, e := range o.parked {
+		switch {
+		case !consumed && o.mine(e.old, e.new):
+			dropped++
+			consumed = true
+		default:
+			queue = true
+			if cmp, err := resourceversion.CompareResourceVersion(o.answer, e.new); err == nil && cmp <= 0 {
+				consumed = true // its event, if any, came before
+			}
+		}
+	}
+	o.parked = nil
+	if consumed {
+		w.removeLocked(owner, o)
+	}
+	return dropped, queue
+}
+
+func (w *wakeups) removeLocked(owner types.NamespacedName, o *ownWrite) {
+	list := w.writes[owner]
+	if i := slices.Index(list, o); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	w.setWrites(owner, list)
+}
+
+// ownWrite judges the update of (gk, key) from resourceVersion oldRV to
+// newRV: drop when it is exactly a write of the owner's passes (consumed),
+// park it while a write of the object is in flight (and a queue can take
+// it back), pass otherwise. Writes the event shows are past (an older or
+// the same version, left behind by a relist that merged their events into
+// this one) are forgotten.
+func (w *wakeups) ownWrite(owner types.NamespacedName, gk schema.GroupKind, key client.ObjectKey, oldRV, newRV string) verdict {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	list, ok := w.writes[owner]
 	if !ok {
-		return false
+		return startPass
 	}
-	match := false
-	kept := list[:0]
+	var inFlight *ownWrite
 	for _, o := range list {
 		if o.gk != gk || o.key != key {
-			kept = append(kept, o)
 			continue
 		}
-		if !match && o.answer == newRV && (o.prev == "" || o.prev == oldRV) {
-			match = true
-			continue
+		if !o.inFlight && o.mine(oldRV, newRV) {
+			w.removeLocked(owner, o)
+			return drop
 		}
-		if cmp, err := resourceversion.CompareResourceVersion(o.answer, newRV); err == nil && cmp <= 0 {
-			continue // its event, if any, came before this one
+		if o.inFlight && inFlight == nil {
+			inFlight = o
+		}
+	}
+	if inFlight != nil && w.queue.Load() != nil {
+		inFlight.parked = append(inFlight.parked, parkedEvent{old: oldRV, new: newRV})
+		return parkIt
+	}
+	kept := list[:0]
+	for _, o := range list {
+		if o.gk == gk && o.key == key && !o.inFlight {
+			if cmp, err := resourceversion.CompareResourceVersion(o.answer, newRV); err == nil && cmp <= 0 {
+				continue // its event, if any, came before this one
+			}
 		}
 		kept = append(kept, o)
 	}
 	w.setWrites(owner, kept)
-	return match
+	return startPass
 }
 
-// forgetObject drops the writes of (gk, key): it was deleted.
+// forgetObject drops the completed writes of (gk, key): it was deleted.
 func (w *wakeups) forgetObject(owner types.NamespacedName, gk schema.GroupKind, key client.ObjectKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	kept := w.writes[owner][:0]
 	for _, o := range w.writes[owner] {
-		if o.gk != gk || o.key != key {
+		if o.gk != gk || o.key != key || o.inFlight {
 			kept = append(kept, o)
 		}
 	}
 	w.setWrites(owner, kept)
 }
 
-func (w *wakeups) setWrites(owner types.NamespacedName, list []ownWrite) {
+func (w *wakeups) setWrites(owner types.NamespacedName, list []*ownWrite) {
 	if len(list) == 0 {
 		delete(w.writes, owner)
 		return
@@ -227,11 +308,14 @@ func (f *wakeupFilter) update(old, new client.Object) bool {
 		return true
 	}
 	key := client.ObjectKeyFromObject(new)
-	if f.w.ownWrite(owner, f.gvk.GroupKind(), key, old.GetResourceVersion(), new.GetResourceVersion()) {
+	switch f.w.ownWrite(owner, f.gvk.GroupKind(), key, old.GetResourceVersion(), new.GetResourceVersion()) {
+	case drop:
 		if f.seen != nil {
 			f.seen.caughtUp(owner, new.GetResourceVersion())
 		}
 		f.skipped[causeOwnWrite].Inc()
+		return false
+	case parkIt:
 		return false
 	}
 	if !f.owned || f.everyEvent {
@@ -297,4 +381,20 @@ func kstatus(obj client.Object, gvk schema.GroupVersionKind) (status.Status, err
 		return "", err
 	}
 	return res.Status, nil
+}
+
+// wakeupSource gives wakeups the controller's queue, for the parked events
+// that turn out not to be ours; it queues nothing itself.
+type wakeupSource struct{ w *wakeups }
+
+func (s wakeupSource) Start(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	s.w.queue.Store(&q)
+	return nil
+}
+
+// requeue queues owner: an event parked for it was not its own write's.
+func (w *wakeups) requeue(owner types.NamespacedName) {
+	if q := w.queue.Load(); q != nil {
+		(*q).Add(reconcile.Request{NamespacedName: owner})
+	}
 }

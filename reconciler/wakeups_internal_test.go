@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,9 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 var (
@@ -118,7 +121,7 @@ func TestWakeupFilterOwnWrites(t *testing.T) {
 	t.Run("a locked write's event is dropped once", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, false)
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
 		assert.False(t, f.update(widget("10"), widget("11")))
 		assert.True(t, f.update(widget("10"), widget("11")), "consumed")
 		assert.Empty(t, w.writes)
@@ -128,15 +131,15 @@ func TestWakeupFilterOwnWrites(t *testing.T) {
 		f := testFilter(w, false)
 		f.seen = newHorizon()
 		f.seen.record(ownerKey, "10", widget("11"), nil)
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
 		assert.False(t, f.update(widget("10"), widget("11")))
 		assert.Empty(t, f.seen.seen, "no pass comes to drop the entry")
 	})
 	t.Run("a chain of writes", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, false)
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"}) // finalizer
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "11", answer: "12"}) // status
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"}) // finalizer
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "11", answer: "12"}) // status
 		assert.False(t, f.update(widget("10"), widget("11")))
 		assert.False(t, f.update(widget("11"), widget("12")))
 		assert.Empty(t, w.writes)
@@ -146,54 +149,129 @@ func TestWakeupFilterOwnWrites(t *testing.T) {
 		// never showed 11: the event carries another writer's change.
 		w := newWakeups()
 		f := testFilter(w, false)
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "11", answer: "12"})
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "11", answer: "12"})
 		assert.True(t, f.update(widget("10"), widget("12")))
 		assert.Empty(t, w.writes, "the write's event is past")
 	})
 	t.Run("a foreign write after ours passes", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, false)
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
 		assert.True(t, f.update(widget("10"), widget("13")), "a relist that skipped ours")
 		assert.Empty(t, w.writes)
 	})
 	t.Run("a foreign write before ours's event keeps ours", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, false)
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "12"})
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "12"})
 		assert.True(t, f.update(widget("9"), widget("10")))
 		assert.False(t, f.update(widget("10"), widget("12")))
 	})
 	t.Run("an apply names no version it started from", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, true)
-		w.wrote(ownerKey, ownWrite{gk: deploymentGK, key: objKey, answer: "11"})
+		wrote(w, ownerKey, ownWrite{gk: deploymentGK, key: objKey, answer: "11"})
 		assert.False(t, f.update(deployment("10", inProgress1), deployment("11", inProgress1)))
 	})
 	t.Run("another owner's, object's or kind's write", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, false)
-		w.wrote(types.NamespacedName{Namespace: "ns", Name: "other"}, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: client.ObjectKey{Namespace: "ns", Name: "other"}, prev: "10", answer: "11"})
-		w.wrote(ownerKey, ownWrite{gk: deploymentGK, key: objKey, prev: "10", answer: "11"})
+		wrote(w, types.NamespacedName{Namespace: "ns", Name: "other"}, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: client.ObjectKey{Namespace: "ns", Name: "other"}, prev: "10", answer: "11"})
+		wrote(w, ownerKey, ownWrite{gk: deploymentGK, key: objKey, prev: "10", answer: "11"})
 		assert.True(t, f.update(widget("10"), widget("11")))
 	})
 	t.Run("deletes and creates always pass; a delete forgets", func(t *testing.T) {
 		w := newWakeups()
 		p := testFilter(w, false).predicate()
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"})
 		assert.True(t, p.Create(event.CreateEvent{Object: widget("11")}))
 		assert.Empty(t, w.writes, "a create's event is past its write")
-		w.wrote(ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "11", answer: "12"})
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "11", answer: "12"})
 		assert.True(t, p.Delete(event.DeleteEvent{Object: widget("12")}))
 		assert.Empty(t, w.writes)
 	})
 	t.Run("bounded per owner", func(t *testing.T) {
 		w := newWakeups()
 		for i := range 2 * maxWritesPerKey {
-			w.wrote(ownerKey, ownWrite{gk: widgetGK, key: client.ObjectKey{Namespace: "ns", Name: string(rune('a' + i))}, answer: "1"})
+			wrote(w, ownerKey, ownWrite{gk: widgetGK, key: client.ObjectKey{Namespace: "ns", Name: string(rune('a' + i))}, answer: "1"})
 		}
 		assert.Len(t, w.writes[ownerKey], maxWritesPerKey)
+	})
+}
+
+// wrote records a completed write, as a pass's client does.
+func wrote(w *wakeups, owner types.NamespacedName, o ownWrite) {
+	w.sent(owner, w.sending(owner, o.gk, o.key, o.prev), o.answer)
+}
+
+// The watch event of a write can reach the informer before the write's
+// answer reaches the pass: while the write is in flight, the object's
+// update events are parked, and judged by the answer.
+func TestWakeupFilterParksEventsOfWritesInFlight(t *testing.T) {
+	setup := func() (*wakeups, *wakeupFilter, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		w := newWakeups()
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		t.Cleanup(q.ShutDown)
+		assert.NoError(t, wakeupSource{w: w}.Start(context.Background(), q))
+		return w, testFilter(w, false), q
+	}
+	t.Run("ours", func(t *testing.T) {
+		w, f, q := setup()
+		o := w.sending(ownerKey, widgetGK, objKey, "10")
+		assert.False(t, f.update(widget("10"), widget("11")), "parked")
+		dropped, queue := w.sent(ownerKey, o, "11")
+		assert.Equal(t, 1, dropped)
+		assert.False(t, queue)
+		assert.Zero(t, q.Len())
+		assert.Empty(t, w.writes)
+	})
+	t.Run("someone else's, then ours", func(t *testing.T) {
+		w, f, _ := setup()
+		o := w.sending(ownerKey, widgetGK, objKey, "")
+		assert.False(t, f.update(widget("9"), widget("10")), "parked")
+		assert.False(t, f.update(widget("10"), widget("11")), "parked")
+		dropped, queue := w.sent(ownerKey, o, "11")
+		assert.Equal(t, 1, dropped)
+		assert.True(t, queue, "the other writer's event starts a pass")
+		assert.Empty(t, w.writes)
+	})
+	t.Run("the write failed", func(t *testing.T) {
+		w, f, q := setup()
+		o := w.sending(ownerKey, widgetGK, objKey, "10")
+		assert.False(t, f.update(widget("10"), widget("11")), "parked")
+		dropped, queue := w.sent(ownerKey, o, "")
+		assert.Zero(t, dropped)
+		assert.True(t, queue)
+		w.requeue(ownerKey)
+		assert.Equal(t, 1, q.Len())
+		assert.Empty(t, w.writes)
+	})
+	t.Run("the event of an earlier write, answered, while the next is in flight", func(t *testing.T) {
+		w, f, q := setup()
+		wrote(w, ownerKey, ownWrite{gk: widgetGK, key: objKey, prev: "10", answer: "11"}) // finalizer
+		o := w.sending(ownerKey, widgetGK, objKey, "11")                                  // status
+		assert.False(t, f.update(widget("10"), widget("11")), "dropped")
+		assert.False(t, f.update(widget("11"), widget("12")), "parked")
+		dropped, queue := w.sent(ownerKey, o, "12")
+		assert.Equal(t, 1, dropped)
+		assert.False(t, queue)
+		assert.Zero(t, q.Len())
+		assert.Empty(t, w.writes)
+	})
+	t.Run("nothing parked: the event comes later", func(t *testing.T) {
+		w, f, _ := setup()
+		o := w.sending(ownerKey, widgetGK, objKey, "10")
+		dropped, queue := w.sent(ownerKey, o, "11")
+		assert.Zero(t, dropped)
+		assert.False(t, queue)
+		assert.False(t, f.update(widget("10"), widget("11")))
+	})
+	t.Run("without a queue nothing is parked", func(t *testing.T) {
+		w := newWakeups()
+		f := testFilter(w, false)
+		w.sending(ownerKey, widgetGK, objKey, "10")
+		assert.True(t, f.update(widget("10"), widget("11")))
 	})
 }
 
