@@ -91,3 +91,19 @@ func (h *horizon) forget(key types.NamespacedName) {
 	defer h.mu.Unlock()
 	delete(h.seen, key)
 }
+
+// caughtUp drops key's entry once the cache holds resourceVersion rv, at
+// least as new as the entry: the watch event of the pass's own write,
+// which starts no pass to drop it (see wakeupFilter), arrived. An entry
+// with finalizers removed from a deleting object stays (see seenCopy).
+func (h *horizon) caughtUp(key types.NamespacedName, rv string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen, ok := h.seen[key]
+	if !ok || len(seen.finalized) > 0 {
+		return
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(rv, seen.resourceVersion); err == nil && cmp >= 0 {
+		delete(h.seen, key)
+	}
+}

@@ -38,10 +38,22 @@ var (
 		Name: "reconcilekit_cleanup_overdue_objects",
 		Help: "Deleting objects whose cleanup has not finished CleanupDeadline after their deletion, by controller.",
 	}, []string{"controller"})
+	// A pass that made no mutating request found nothing to do (or could
+	// not do it); many of them against few changes is a self-triggered
+	// loop or wake-ups worth filtering.
+	noopPasses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconcilekit_noop_passes_total",
+		Help: "Reconcile passes that made no mutating request, by controller.",
+	}, []string{"controller"})
+	skippedWakeups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconcilekit_skipped_wakeups_total",
+		Help: "Watch events dropped because the pass they would start can find nothing to do, by controller and cause " +
+			"(own-write: the event of a write the kit made; rollout-progress: an owned object's rollout the owner waits on is still in progress).",
+	}, []string{"controller", "cause"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(stepDuration, stepErrors, mutatingRequests, stalledObjects, cleanupOverdueObjects)
+	metrics.Registry.MustRegister(stepDuration, stepErrors, mutatingRequests, stalledObjects, cleanupOverdueObjects, noopPasses, skippedWakeups)
 }
 
 // objectSet counts the objects in one state for a gauge: membership is by

@@ -94,6 +94,23 @@ type Options[T Object] struct {
 	// object, after Ready, Reconciling and Stalled are computed, whatever
 	// the steps returned: for status fields derived from the conditions.
 	DeriveStatus func(obj T)
+	// EveryRolloutEvent starts a pass for every status update of an owned
+	// object, as controller-runtime does. By default the watches Builder
+	// sets up (and so SetupWithManager) drop a status-only update of an
+	// owned object whose rollout the owner's last pass ended waiting on
+	// (a step returned Scope.Rollout's or Scope.ApplyAndWait's Wait with
+	// ReasonInProgress) while kstatus still judges it InProgress: such a
+	// pass can only wait again. The update that ends the rollout (Current
+	// or Failed), any change to the object's spec or metadata, its
+	// deletion, and every event once the owner's next pass has started go
+	// through as before, so the pass that sees the rollout end runs as
+	// soon as without the filter. The price: a status that mirrors
+	// intermediate progress (a message such as "1 of 3 updated", a step
+	// that acts once some replicas are ready) is refreshed only when the
+	// rollout ends or another event starts a pass. Set it when a step
+	// needs every step of the rollout. See docs/reconciler.md, "Wake-ups
+	// that find nothing to do".
+	EveryRolloutEvent bool
 
 	// Client, APIReader, Scheme and Recorder default to the manager's.
 	// Set Client to a reconcilertest.Client in tests.

@@ -25,6 +25,9 @@ type pass[T Object] struct {
 	obj      T
 	orig     T
 	cachedRV string
+	// waits are the owned objects whose rollouts the pass ended waiting
+	// on (runSteps).
+	waits []waited
 }
 
 // newPass starts a pass on obj, read at resourceVersion cachedRV from the

@@ -52,6 +52,12 @@ type passClient struct {
 	// DeleteAllOf calls.
 	deleted    map[writtenKey]tombstone
 	deletedAll []collection
+	// tracker, if set, learns every write before it is sent: the object,
+	// of kind gvk, and the resourceVersion it had in the caller's hands
+	// (the lock of a locked patch; empty for an apply). The func it
+	// returns is called once the write is done, with the stored answer
+	// (nil when nothing was stored).
+	tracker func(gvk schema.GroupVersionKind, obj client.Object, prev string) (done func(answer client.Object))
 }
 
 type writtenKey struct {
@@ -129,6 +135,27 @@ func (c *passClient) record(obj runtime.Object) {
 	// Any cached copy is now either older than this one, which wins, or
 	// newer, so later than the deletion.
 	delete(c.deleted, k)
+}
+
+// track tells the tracker about a write of obj, held at resourceVersion
+// prev, about to be sent; call the func it returns when it is done.
+func (c *passClient) track(obj client.Object, prev string) func(answer client.Object) {
+	if c.tracker != nil {
+		if gvk, err := apiutil.GVKForObject(obj, c.Scheme()); err == nil {
+			return c.tracker(gvk, obj, prev)
+		}
+	}
+	return func(client.Object) {}
+}
+
+// trackApply is track for an apply: only an unstructured apply
+// configuration (ownership.Applier's) names its object before it is sent.
+func (c *passClient) trackApply(ac runtime.ApplyConfiguration) func(answer client.Object) {
+	u, ok := ac.(runtime.Unstructured)
+	if !ok || c.tracker == nil {
+		return func(client.Object) {}
+	}
+	return c.track(&unstructured.Unstructured{Object: u.UnstructuredContent()}, "")
 }
 
 // lookup returns the written copy of key, if the pass wrote it.
@@ -353,22 +380,28 @@ func (c *passClient) Create(ctx context.Context, obj client.Object, opts ...clie
 
 func (c *passClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	c.n.Add(1)
+	var answer client.Object
+	defer func(done func(client.Object)) { done(answer) }(c.track(obj, obj.GetResourceVersion()))
 	if err := c.Client.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
 	if len((&client.UpdateOptions{}).ApplyOptions(opts).DryRun) == 0 {
 		c.record(obj)
+		answer = obj
 	}
 	return nil
 }
 
 func (c *passClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	c.n.Add(1)
+	var answer client.Object
+	defer func(done func(client.Object)) { done(answer) }(c.track(obj, obj.GetResourceVersion()))
 	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
 	if len((&client.PatchOptions{}).ApplyOptions(opts).DryRun) == 0 {
 		c.record(obj)
+		answer = obj
 	}
 	return nil
 }
@@ -380,31 +413,35 @@ func (c *passClient) Patch(ctx context.Context, obj client.Object, patch client.
 // configurations).
 func (c *passClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 	c.n.Add(1)
+	var answer client.Object
+	defer func(done func(client.Object)) { done(answer) }(c.trackApply(obj))
 	if err := c.Client.Apply(ctx, obj, opts...); err != nil {
 		return err
 	}
 	if len((&client.ApplyOptions{}).ApplyOptions(opts).DryRun) == 0 {
-		c.recordApplied(obj)
+		answer = c.recordApplied(obj)
 	}
 	return nil
 }
 
-// recordApplied records the answer an apply left in ac.
-func (c *passClient) recordApplied(ac runtime.ApplyConfiguration) {
-	if o, ok := ac.(runtime.Object); ok {
+// recordApplied records the answer an apply left in ac, and returns it.
+func (c *passClient) recordApplied(ac runtime.ApplyConfiguration) client.Object {
+	if o, ok := ac.(client.Object); ok {
 		if _, ok := ac.(runtime.Unstructured); ok {
 			c.record(o)
-			return
+			return o
 		}
 	}
 	b, err := json.Marshal(ac)
 	if err != nil {
-		return
+		return nil
 	}
 	u := &unstructured.Unstructured{}
-	if u.UnmarshalJSON(b) == nil {
-		c.record(u)
+	if u.UnmarshalJSON(b) != nil {
+		return nil
 	}
+	c.record(u)
+	return u
 }
 
 // Delete forgets the written copy, and hides cached copies of the deleted
@@ -476,33 +513,56 @@ func (w *passWriter) Create(ctx context.Context, obj, sub client.Object, opts ..
 
 func (w *passWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 	w.c.n.Add(1)
+	o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts)
+	done := func(client.Object) {}
+	if o.SubResourceBody == nil {
+		done = w.c.track(obj, obj.GetResourceVersion())
+	}
+	var answer client.Object
+	defer func() { done(answer) }()
 	if err := w.SubResourceWriter.Update(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if o := (&client.SubResourceUpdateOptions{}).ApplyOptions(opts); len(o.DryRun) == 0 && o.SubResourceBody == nil {
+	if len(o.DryRun) == 0 && o.SubResourceBody == nil {
 		w.c.record(obj)
+		answer = obj
 	}
 	return nil
 }
 
 func (w *passWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	w.c.n.Add(1)
+	o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts)
+	done := func(client.Object) {}
+	if o.SubResourceBody == nil {
+		done = w.c.track(obj, obj.GetResourceVersion())
+	}
+	var answer client.Object
+	defer func() { done(answer) }()
 	if err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
-	if o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts); len(o.DryRun) == 0 && o.SubResourceBody == nil {
+	if len(o.DryRun) == 0 && o.SubResourceBody == nil {
 		w.c.record(obj)
+		answer = obj
 	}
 	return nil
 }
 
 func (w *passWriter) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
 	w.c.n.Add(1)
+	o := (&client.SubResourceApplyOptions{}).ApplyOpts(opts)
+	done := func(client.Object) {}
+	if o.SubResourceBody == nil {
+		done = w.c.trackApply(obj)
+	}
+	var answer client.Object
+	defer func() { done(answer) }()
 	if err := w.SubResourceWriter.Apply(ctx, obj, opts...); err != nil {
 		return err
 	}
-	if o := (&client.SubResourceApplyOptions{}).ApplyOpts(opts); len(o.DryRun) == 0 && o.SubResourceBody == nil {
-		w.c.recordApplied(obj)
+	if len(o.DryRun) == 0 && o.SubResourceBody == nil {
+		answer = w.c.recordApplied(obj)
 	}
 	return nil
 }

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,6 +47,13 @@ type Reconciler[T Object] struct {
 	bypassed *bypassed[T]
 	// references are the WaitFor steps' watches (ReferenceSources).
 	references *references
+	// wakeups holds what the watches Builder sets up need to drop the
+	// events that can only start a pass with nothing to do; filtering
+	// says Builder set them up (otherwise nothing is recorded), and kind
+	// is T's group and kind, resolved there.
+	wakeups   *wakeups
+	filtering atomic.Bool
+	kind      schema.GroupKind
 }
 
 var _ reconcile.Reconciler = &Reconciler[Object]{}
@@ -96,6 +106,7 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 		seen:           newHorizon(),
 		outages:        newOutages(probe),
 		bypassed:       newBypassed[T](),
+		wakeups:        newWakeups(),
 		owned:          owned}
 	ready := opts.ReadyDependsOn
 	if ready == nil {
@@ -143,7 +154,17 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 	log := logf.FromContext(ctx).WithValues("controller", r.opts.Name)
 	ctx = logf.IntoContext(ctx, log)
 	counted := newPassClient(r.opts.Client, r.opts.APIReader)
-	defer func() { mutatingRequests.WithLabelValues(r.opts.Name).Observe(float64(counted.mutations())) }()
+	defer func() {
+		n := counted.mutations()
+		mutatingRequests.WithLabelValues(r.opts.Name).Observe(float64(n))
+		if n == 0 {
+			noopPasses.WithLabelValues(r.opts.Name).Inc()
+		}
+	}()
+	r.wakeups.beginPass(req.NamespacedName)
+	if r.filtering.Load() {
+		counted.tracker = r.trackWrites(req.NamespacedName)
+	}
 
 	obj := r.newObject()
 	if err := r.opts.Client.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -151,7 +172,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 			r.stalled.set(req.NamespacedName, false)
 			r.cleanupOverdue.set(req.NamespacedName, false)
 			r.seen.forget(req.NamespacedName)
+			r.wakeups.forget(req.NamespacedName)
 			if last, ok := r.bypassed.take(req.NamespacedName); ok {
+				counted.tracker = nil // nothing is left to wake
 				return r.cleanupBypassed(ctx, req.NamespacedName, last, counted)
 			}
 			return ctrl.Result{}, nil
@@ -208,7 +231,58 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		// some unrelated event.
 		return ctrl.Result{}, errors.Join(retryable(stepErr), err)
 	}
+	if r.filtering.Load() && !r.opts.EveryRolloutEvent {
+		r.wakeups.waitOn(req.NamespacedName, p.waits)
+	}
 	return res, stepErr
+}
+
+// trackWrites returns the passClient tracker that records the writes of
+// the pass for owner whose watch events Builder's watches drop: of T
+// itself, and of owned kinds controlled by the owner.
+func (r *Reconciler[T]) trackWrites(owner types.NamespacedName) func(schema.GroupVersionKind, client.Object, string) func(client.Object) {
+	skipped := skippedWakeups.WithLabelValues(r.opts.Name, causeOwnWrite)
+	return func(gvk schema.GroupVersionKind, obj client.Object, prev string) func(client.Object) {
+		gk := gvk.GroupKind()
+		if !r.ownedBy(owner, gk, obj) {
+			return func(client.Object) {}
+		}
+		w := r.wakeups.sending(owner, gk, client.ObjectKeyFromObject(obj), prev)
+		return func(answer client.Object) {
+			rv := ""
+			if answer != nil {
+				rv = answer.GetResourceVersion()
+			}
+			dropped, queue := r.wakeups.sent(owner, w, rv)
+			if dropped > 0 {
+				skipped.Add(float64(dropped))
+				if gk == r.kind {
+					r.seen.caughtUp(owner, rv)
+				}
+			}
+			if queue {
+				r.wakeups.requeue(owner)
+			}
+		}
+	}
+}
+
+// ownedBy reports whether obj, of kind gk, is owner itself or an object of
+// an owned kind that owner controls: the objects whose events Builder's
+// watches map to owner.
+func (r *Reconciler[T]) ownedBy(owner types.NamespacedName, gk schema.GroupKind, obj client.Object) bool {
+	if gk == r.kind {
+		return client.ObjectKeyFromObject(obj) == owner
+	}
+	if r.owned.check(gk) != nil || obj.GetNamespace() != owner.Namespace {
+		return false
+	}
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != r.kind.Kind || ref.Name != owner.Name {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == r.kind.Group
 }
 
 // scope is the Scope of a pass on obj through the pass's client.

@@ -47,6 +47,10 @@ const StalledRecheck = 5 * time.Minute
 //     ProgressDeadlineExceeded; ReasonFailed without one), re-checked after
 //     [StalledRecheck].
 //   - Terminating: Wait, reason Terminating.
+//
+// A pass that ends on this Wait waits for the rollout to end: until the
+// owner's next pass, status updates of obj that leave it InProgress start
+// no pass (Options.EveryRolloutEvent).
 func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 	u, err := s.unstructured(obj)
 	if err != nil {
@@ -61,6 +65,8 @@ func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 	case status.CurrentStatus:
 		return ContinueWith(ReasonCurrent, "%s", res.Message)
 	case status.InProgressStatus:
+		s.waits = append(s.waits, waited{gk: u.GroupVersionKind().GroupKind(), key: client.ObjectKeyFromObject(obj),
+			uid: obj.GetUID(), generation: obj.GetGeneration()})
 		return Wait(ReasonInProgress, "%s: %s", name, res.Message)
 	case status.TerminatingStatus:
 		return Wait(ReasonTerminating, "%s: %s", name, res.Message)

@@ -35,6 +35,9 @@ type Scope[T Object] struct {
 
 	applier *ownership.Applier
 	owned   ownedKinds
+	// waits are the objects Rollout judged InProgress in the running
+	// step (see Options.EveryRolloutEvent).
+	waits []waited
 }
 
 // Apply applies desired, an apply configuration such as

@@ -1,8 +1,12 @@
 package reconciler
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 // SetupWithManager registers r with mgr as the controller Options.Name,
@@ -22,16 +26,54 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 // WatchesRawSource for each of r.ReferenceSources() and
 // r.OutageRecovery(). Add watches (an object a spec names, a shared
 // object) and options to it, then Complete(r).
+//
+// The For and Owns watches drop the update events that can only start a
+// pass with nothing to do, counted in reconcilekit_skipped_wakeups_total:
+// the event of a write the reconciler's own pass made (the state it
+// carries is the one that pass computed), and an owned object's status
+// update while the rollout its owner waits on is still in progress
+// (Options.EveryRolloutEvent). Creates, deletes and every other update
+// start a pass as before. docs/reconciler.md, "Wake-ups that find nothing
+// to do".
 func (r *Reconciler[T]) Builder(mgr manager.Manager) *builder.Builder {
-	b := builder.ControllerManagedBy(mgr).Named(r.opts.Name).For(r.newObject())
+	b := builder.ControllerManagedBy(mgr).Named(r.opts.Name).For(r.newObject(), builder.WithPredicates(r.wakeupFilter(r.newObject(), false)...))
 	if len(r.opts.Cleanup) > 0 {
 		b = b.Watches(r.newObject(), r.DeletedWithFinalizer())
 	}
 	for _, o := range r.opts.Owns {
-		b = b.Owns(o)
+		b = b.Owns(o, builder.WithPredicates(r.wakeupFilter(o, true)...))
 	}
 	for _, src := range r.ReferenceSources() {
 		b = b.WatchesRawSource(src)
 	}
+	if r.filtering.Load() {
+		b = b.WatchesRawSource(wakeupSource{w: r.wakeups})
+	}
 	return b.WatchesRawSource(r.OutageRecovery())
+}
+
+// wakeupFilter returns the predicate that drops the wake-ups with nothing
+// to do from the watch of obj's kind (T's, or an owned kind's), and turns
+// the recording they need on; none when the scheme does not know the
+// kinds (the builder then fails on them anyway).
+func (r *Reconciler[T]) wakeupFilter(obj client.Object, owned bool) []predicate.Predicate {
+	self, err := apiutil.GVKForObject(r.newObject(), r.opts.Scheme)
+	if err != nil {
+		return nil
+	}
+	gvk, err := apiutil.GVKForObject(obj, r.opts.Scheme)
+	if err != nil {
+		return nil
+	}
+	r.kind = self.GroupKind()
+	r.filtering.Store(true)
+	f := &wakeupFilter{w: r.wakeups, ownerKind: r.kind, gvk: gvk, owned: owned, everyEvent: r.opts.EveryRolloutEvent,
+		skipped: map[string]prometheus.Counter{
+			causeOwnWrite:        skippedWakeups.WithLabelValues(r.opts.Name, causeOwnWrite),
+			causeRolloutProgress: skippedWakeups.WithLabelValues(r.opts.Name, causeRolloutProgress),
+		}}
+	if !owned {
+		f.seen = r.seen
+	}
+	return []predicate.Predicate{f.predicate()}
 }

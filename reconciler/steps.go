@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], p *pass[T]) (
 	var stopped Outcome
 	var stoppedBy string
 	for _, step := range r.opts.Steps {
+		s.waits = s.waits[:0]
 		before := snapshotStatus(s.Object)
 		pending := ownMetadataDelta(p.orig, s.Object)
 		out := r.runStep(ctx, step, s)
@@ -51,6 +53,10 @@ func (r *Reconciler[T]) runSteps(ctx context.Context, s *Scope[T], p *pass[T]) (
 			stopped, stoppedBy = out, step.Name
 			break
 		}
+	}
+	if stopped.kind == kindWait && stopped.reason == ReasonInProgress {
+		// The pass waits on the rollouts the stopping step judged.
+		p.waits = slices.Clone(s.waits)
 	}
 	obj := s.Object
 	// Reconciling or Stalled, and Ready when it would otherwise say True,
