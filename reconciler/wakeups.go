@@ -57,9 +57,12 @@ type parkedEvent struct{ old, new string }
 
 // mine reports whether the update from oldRV to newRV is exactly the
 // write: it lands on the answer, coming from the version the write started
-// from (when the write named one).
+// from (when the write named one). An update that keeps its version is a
+// resync or relist of an unchanged object, never a write; an apply that
+// changed nothing answers with the version it found, which such an update
+// would otherwise match.
 func (o *ownWrite) mine(oldRV, newRV string) bool {
-	return o.answer != "" && o.answer == newRV && (o.prev == "" || o.prev == oldRV)
+	return o.answer != "" && o.answer == newRV && oldRV != newRV && (o.prev == "" || o.prev == oldRV)
 }
 
 // verdict is what the watch does with an update event.

@@ -173,6 +173,17 @@ func TestWakeupFilterOwnWrites(t *testing.T) {
 		wrote(w, ownerKey, ownWrite{gk: deploymentGK, key: objKey, answer: "11"})
 		assert.False(t, f.update(deployment("10", inProgress1), deployment("11", inProgress1)))
 	})
+	t.Run("a resync is never a write", func(t *testing.T) {
+		// An apply that changed nothing answers with the version it found
+		// and makes no event; the informer's resync (or a relist of the
+		// unchanged object) is an update from that version to itself,
+		// which a plain controller gets.
+		w := newWakeups()
+		f := testFilter(w, true)
+		wrote(w, ownerKey, ownWrite{gk: deploymentGK, key: objKey, answer: "11"})
+		assert.True(t, f.update(deployment("11", inProgress1), deployment("11", inProgress1)))
+		assert.Empty(t, w.writes, "the write is past")
+	})
 	t.Run("another owner's, object's or kind's write", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, false)
