@@ -247,10 +247,15 @@ func (r *Reconciler[T]) trackWrites(owner types.NamespacedName) func(schema.Grou
 		if !r.ownedBy(owner, gk, obj) {
 			return func(client.Object) {}
 		}
+		generation := obj.GetGeneration()
 		w := r.wakeups.sending(owner, gk, client.ObjectKeyFromObject(obj), prev)
 		return func(answer client.Object) {
 			rv := ""
-			if answer != nil {
+			// A pass never changes T's spec: an answer of another
+			// generation carries someone else's change (a mutating
+			// webhook defaulting on update) that the steps did not see,
+			// so its event is not the pass's to drop.
+			if answer != nil && (gk != r.kind || answer.GetGeneration() == generation) {
 				rv = answer.GetResourceVersion()
 			}
 			dropped, queue := r.wakeups.sent(owner, w, rv)

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 )
 
 var (
@@ -294,4 +296,40 @@ func TestStatusOnly(t *testing.T) {
 	assert.True(t, statusOnly(with(deployment("10", current), func(d *appsv1.Deployment) { d.Labels = map[string]string{} }), deployment("11", current)),
 		"empty and nil are the same")
 	assert.False(t, statusOnly(old, with(deployment("11", current), func(d *appsv1.Deployment) { d.Generation = 3 })))
+}
+
+// A write of the object itself whose answer has another generation stored
+// a spec change the pass did not make (a mutating webhook that defaults on
+// update, run by the labels-and-annotations patch the pass sends after its
+// steps): the steps never saw it, and only its event can start the pass
+// that does, as in plain controller-runtime.
+func TestOwnWriteThatChangedTheSpecWakesTheObject(t *testing.T) {
+	sent := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns", ResourceVersion: "10", Generation: 1}}
+	answer := sent.DeepCopy()
+	answer.ResourceVersion, answer.Generation = "11", 2
+	newReconciler := func() *Reconciler[*testv1.Widget] {
+		return &Reconciler[*testv1.Widget]{wakeups: newWakeups(), seen: newHorizon(), kind: widgetGK}
+	}
+	t.Run("event after the answer", func(t *testing.T) {
+		r := newReconciler()
+		r.trackWrites(ownerKey)(testv1.GroupVersion.WithKind("Widget"), sent, "10")(answer)
+		assert.True(t, testFilter(r.wakeups, false).update(sent, answer))
+	})
+	t.Run("event parked while the write is in flight", func(t *testing.T) {
+		r := newReconciler()
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		t.Cleanup(q.ShutDown)
+		assert.NoError(t, wakeupSource{w: r.wakeups}.Start(context.Background(), q))
+		done := r.trackWrites(ownerKey)(testv1.GroupVersion.WithKind("Widget"), sent, "10")
+		assert.False(t, testFilter(r.wakeups, false).update(sent, answer), "parked")
+		done(answer)
+		assert.Equal(t, 1, q.Len(), "the parked event queues the object")
+	})
+	t.Run("the same generation is the pass's own", func(t *testing.T) {
+		r := newReconciler()
+		same := answer.DeepCopy()
+		same.Generation = 1
+		r.trackWrites(ownerKey)(testv1.GroupVersion.WithKind("Widget"), sent, "10")(same)
+		assert.False(t, testFilter(r.wakeups, false).update(sent, same))
+	})
 }
