@@ -324,6 +324,9 @@ func (f *wakeupFilter) update(old, new client.Object) bool {
 	if !f.owned || f.everyEvent {
 		return true
 	}
+	if _, metadataOnly := new.(*metav1.PartialObjectMetadata); metadataOnly {
+		return true // no status to judge: every update would look in progress
+	}
 	seen, ok := f.w.waitingOn(owner, f.gvk.GroupKind(), key)
 	if !ok || seen.uid != new.GetUID() || seen.generation != new.GetGeneration() || !statusOnly(old, new) {
 		return true

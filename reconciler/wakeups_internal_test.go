@@ -93,6 +93,20 @@ func TestWakeupFilterRolloutProgress(t *testing.T) {
 	}
 }
 
+// An owned kind watched metadata-only (Options.Owns lists a
+// metav1.PartialObjectMetadata) carries no status: kstatus would judge
+// every update of a Deployment in progress, the one that ends its rollout
+// too, and the owner would wait forever.
+func TestWakeupFilterRolloutProgressMetadataOnly(t *testing.T) {
+	w := newWakeups()
+	w.waitOn(ownerKey, []waited{{gk: deploymentGK, key: objKey, uid: "d-uid", generation: 2}})
+	meta := func(rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: deployment(rv, current).ObjectMeta}
+	}
+	assert.True(t, testFilter(w, true).update(meta("10"), meta("11")), "the rollout may have ended: the event cannot say")
+}
+
 func with[O any](o O, mutate func(O)) O {
 	mutate(o)
 	return o
