@@ -158,7 +158,7 @@ func (w *wakeups) removeLocked(owner types.NamespacedName, o *ownWrite) {
 // ownWrite judges the update of (gk, key) from resourceVersion oldRV to
 // newRV: drop when it is exactly a write of the owner's passes (consumed),
 // park it while a write of the object is in flight (and a queue can take
-// it back), pass otherwise. Writes the event shows are past (an older or
+// it back; a create, from oldRV "", starts a pass anyway), pass otherwise. Writes the event shows are past (an older or
 // the same version, left behind by a relist that merged their events into
 // this one) are forgotten.
 func (w *wakeups) ownWrite(owner types.NamespacedName, gk schema.GroupKind, key client.ObjectKey, oldRV, newRV string) verdict {
@@ -181,7 +181,7 @@ func (w *wakeups) ownWrite(owner types.NamespacedName, gk schema.GroupKind, key 
 			inFlight = o
 		}
 	}
-	if inFlight != nil && w.queue.Load() != nil {
+	if inFlight != nil && oldRV != "" && w.queue.Load() != nil {
 		inFlight.parked = append(inFlight.parked, parkedEvent{old: oldRV, new: newRV})
 		return parkIt
 	}

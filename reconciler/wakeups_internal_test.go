@@ -294,6 +294,15 @@ func TestWakeupFilterParksEventsOfWritesInFlight(t *testing.T) {
 		assert.False(t, queue)
 		assert.False(t, f.update(widget("10"), widget("11")))
 	})
+	t.Run("a create is not parked: it starts a pass, so it is not counted as dropped", func(t *testing.T) {
+		w, f, q := setup()
+		o := w.sending(ownerKey, widgetGK, objKey, "")
+		assert.True(t, f.predicate().Create(event.CreateEvent{Object: widget("11")}))
+		dropped, queue := w.sent(ownerKey, o, "11")
+		assert.Zero(t, dropped)
+		assert.False(t, queue)
+		assert.Zero(t, q.Len())
+	})
 	t.Run("without a queue nothing is parked", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, false)
