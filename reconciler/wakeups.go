@@ -87,8 +87,10 @@ type waited struct {
 // events have not arrived yet, and the owned objects its last pass waited
 // on. Both live only while they can match an event: a write until its
 // event (or a later one of that object) arrives, the waits until the
-// owner's next pass; and both are dropped when the owner is gone. Memory
-// is bounded by the owners with writes in flight or rollouts waited on.
+// owner's next pass; and both are dropped when the owner is gone. Memory:
+// at most maxWritesPerKey writes per owner (a write whose event never
+// reaches the watch stays until a later event of its object), and the
+// waits of the owners waiting now.
 type wakeups struct {
 	mu     sync.Mutex
 	writes map[types.NamespacedName][]*ownWrite
