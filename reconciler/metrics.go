@@ -48,7 +48,7 @@ var (
 	skippedWakeups = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reconcilekit_skipped_wakeups_total",
 		Help: "Watch events dropped because the pass they would start can find nothing to do, by controller and cause " +
-			"(own-write: the event of a write the kit made; rollout-progress: an owned object's rollout the owner waits on is still in progress).",
+			"(own-write: the event of a write the kit made; rollout-progress: an owned object's rollout the owner waits on is still in progress, held back for at most one pass per RolloutProgressInterval).",
 	}, []string{"controller", "cause"})
 )
 

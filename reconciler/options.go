@@ -94,23 +94,25 @@ type Options[T Object] struct {
 	// object, after Ready, Reconciling and Stalled are computed, whatever
 	// the steps returned: for status fields derived from the conditions.
 	DeriveStatus func(obj T)
-	// EveryRolloutEvent starts a pass for every status update of an owned
-	// object, as controller-runtime does. By default the watches Builder
-	// sets up (and so SetupWithManager) drop a status-only update of an
-	// owned object whose rollout the owner's last pass ended waiting on
-	// (a step returned Scope.Rollout's or Scope.ApplyAndWait's Wait with
-	// ReasonInProgress) while kstatus still judges it InProgress: such a
-	// pass can only wait again. The update that ends the rollout (Current
-	// or Failed), any change to the object's spec or metadata, its
-	// deletion, and every event once the owner's next pass has started go
-	// through as before, so the pass that sees the rollout end runs as
-	// soon as without the filter. The price: a status that mirrors
-	// intermediate progress (a message such as "1 of 3 updated", a step
-	// that acts once some replicas are ready) is refreshed only when the
-	// rollout ends or another event starts a pass. Set it when a step
-	// needs every step of the rollout. See docs/reconciler.md, "Wake-ups
-	// that find nothing to do".
-	EveryRolloutEvent bool
+	// RolloutProgressInterval is the most often an owner waiting on an
+	// owned object's rollout is run again for that object's progress.
+	// controller-runtime starts a pass for every status update of an owned
+	// object, and a rollout makes several (the Deployment controller
+	// writes one each time a replica is updated, ready or available), each
+	// waking a pass that can only wait again. The watches Builder sets up
+	// (and so SetupWithManager) hold back a status-only update that leaves
+	// the rollout in progress (a step returned Scope.Rollout's or
+	// Scope.ApplyAndWait's Wait with ReasonInProgress, and kstatus still
+	// judges the object InProgress): the updates held back start one pass
+	// this long after the first of them, unless a pass starts sooner. The
+	// update that ends the rollout (Current or Failed), a change of the
+	// object's spec or metadata, and its deletion start a pass at once, so
+	// Ready is as prompt as without it; a status that mirrors the rollout's
+	// progress ("Updated: 2/3") is at most this old. Default
+	// DefaultRolloutProgressInterval; negative: every update starts a pass,
+	// as in plain controller-runtime. docs/reconciler.md, "Wake-ups that
+	// find nothing to do".
+	RolloutProgressInterval time.Duration
 
 	// Client, APIReader, Scheme and Recorder default to the manager's.
 	// Set Client to a reconcilertest.Client in tests.

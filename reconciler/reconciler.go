@@ -231,7 +231,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		// some unrelated event.
 		return ctrl.Result{}, errors.Join(retryable(stepErr), err)
 	}
-	if r.filtering.Load() && !r.opts.EveryRolloutEvent {
+	if r.filtering.Load() && r.rolloutProgressInterval() >= 0 {
 		r.wakeups.waitOn(req.NamespacedName, p.waits)
 	}
 	return res, stepErr

@@ -34,6 +34,10 @@ const (
 // terminal.
 const StalledRecheck = 5 * time.Minute
 
+// DefaultRolloutProgressInterval is Options.RolloutProgressInterval's
+// default: a status that follows a rollout's progress is at most this old.
+const DefaultRolloutProgressInterval = 5 * time.Second
+
 // Rollout returns the outcome obj's rollout calls for, as kstatus
 // (sigs.k8s.io/cli-utils/pkg/kstatus/status.Compute) judges it, for an
 // object the step read itself (Deployment, StatefulSet, DaemonSet, Job, or
@@ -50,7 +54,7 @@ const StalledRecheck = 5 * time.Minute
 //
 // A pass that ends on this Wait waits for the rollout to end: until the
 // owner's next pass, status updates of obj that leave it InProgress start
-// no pass (Options.EveryRolloutEvent).
+// at most one pass per Options.RolloutProgressInterval.
 func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 	u, err := s.unstructured(obj)
 	if err != nil {

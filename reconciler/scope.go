@@ -36,7 +36,7 @@ type Scope[T Object] struct {
 	applier *ownership.Applier
 	owned   ownedKinds
 	// waits are the objects Rollout judged InProgress in the running
-	// step (see Options.EveryRolloutEvent).
+	// step (see Options.RolloutProgressInterval).
 	waits []waited
 }
 

@@ -1,6 +1,8 @@
 package reconciler
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,8 +33,8 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 // pass with nothing to do, counted in reconcilekit_skipped_wakeups_total:
 // the event of a write the reconciler's own pass made (the state it
 // carries is the one that pass computed), and an owned object's status
-// update while the rollout its owner waits on is still in progress
-// (Options.EveryRolloutEvent). Creates, deletes and every other update
+// update while the rollout its owner waits on is still in progress (held
+// back: at most one pass per Options.RolloutProgressInterval). Creates, deletes and every other update
 // start a pass as before. docs/reconciler.md, "Wake-ups that find nothing
 // to do".
 func (r *Reconciler[T]) Builder(mgr manager.Manager) *builder.Builder {
@@ -52,6 +54,14 @@ func (r *Reconciler[T]) Builder(mgr manager.Manager) *builder.Builder {
 	return b.WatchesRawSource(r.OutageRecovery())
 }
 
+// rolloutProgressInterval is Options.RolloutProgressInterval, defaulted.
+func (r *Reconciler[T]) rolloutProgressInterval() time.Duration {
+	if r.opts.RolloutProgressInterval == 0 {
+		return DefaultRolloutProgressInterval
+	}
+	return r.opts.RolloutProgressInterval
+}
+
 // wakeupFilter returns the predicate that drops the wake-ups with nothing
 // to do from the watch of obj's kind (T's, or an owned kind's), and turns
 // the recording they need on; none when the scheme does not know the
@@ -67,7 +77,7 @@ func (r *Reconciler[T]) wakeupFilter(obj client.Object, owned bool) []predicate.
 	}
 	r.kind = self.GroupKind()
 	r.filtering.Store(true)
-	f := &wakeupFilter{w: r.wakeups, ownerKind: r.kind, gvk: gvk, owned: owned, everyEvent: r.opts.EveryRolloutEvent,
+	f := &wakeupFilter{w: r.wakeups, ownerKind: r.kind, gvk: gvk, owned: owned, refresh: r.rolloutProgressInterval(),
 		skipped: map[string]prometheus.Counter{
 			causeOwnWrite:        skippedWakeups.WithLabelValues(r.opts.Name, causeOwnWrite),
 			causeRolloutProgress: skippedWakeups.WithLabelValues(r.opts.Name, causeRolloutProgress),

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -26,7 +27,8 @@ import (
 // Builder sets up, before they reach the queue: the watch event of a write
 // a pass made itself (causeOwnWrite), and a status update of an owned
 // object whose rollout the owner's last pass waited on that leaves it in
-// progress (causeRolloutProgress). Design and trade-offs:
+// progress (causeRolloutProgress; such updates start one pass per
+// Options.RolloutProgressInterval instead). Design and trade-offs:
 // docs/reconciler.md, "Wake-ups that find nothing to do".
 const (
 	causeOwnWrite        = "own-write"
@@ -95,13 +97,19 @@ type wakeups struct {
 	mu     sync.Mutex
 	writes map[types.NamespacedName][]*ownWrite
 	waits  map[types.NamespacedName][]waited
+	// refresh holds, per owner whose in-progress rollout updates were
+	// held back, the timer that queues it once Options.
+	// RolloutProgressInterval has passed; a pass that starts first
+	// stops it (that pass reads the state the updates carried).
+	refresh map[types.NamespacedName]*time.Timer
 	// queue is the controller's, once its watches started (wakeupSource):
 	// a parked event that turns out not to be ours is queued there.
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
 func newWakeups() *wakeups {
-	return &wakeups{writes: map[types.NamespacedName][]*ownWrite{}, waits: map[types.NamespacedName][]waited{}}
+	return &wakeups{writes: map[types.NamespacedName][]*ownWrite{}, waits: map[types.NamespacedName][]waited{},
+		refresh: map[types.NamespacedName]*time.Timer{}}
 }
 
 // sending records a write of (gk, key) from prev that the owner's pass is
@@ -251,6 +259,38 @@ func (w *wakeups) beginPass(owner types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.waits, owner)
+	w.stopRefreshLocked(owner)
+}
+
+// refreshAfter queues owner after d, unless a pass of it starts first or a
+// refresh is already due: the in-progress rollout updates held back since
+// its last pass then start one pass, at most d after the first of them.
+func (w *wakeups) refreshAfter(owner types.NamespacedName, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, due := w.refresh[owner]; due {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		w.mu.Lock()
+		current := w.refresh[owner] == t
+		if current {
+			delete(w.refresh, owner)
+		}
+		w.mu.Unlock()
+		if current {
+			w.requeue(owner)
+		}
+	})
+	w.refresh[owner] = t
+}
+
+func (w *wakeups) stopRefreshLocked(owner types.NamespacedName) {
+	if t, ok := w.refresh[owner]; ok {
+		t.Stop()
+		delete(w.refresh, owner)
+	}
 }
 
 // forget drops everything held for the owner: it is gone.
@@ -259,6 +299,7 @@ func (w *wakeups) forget(owner types.NamespacedName) {
 	defer w.mu.Unlock()
 	delete(w.waits, owner)
 	delete(w.writes, owner)
+	w.stopRefreshLocked(owner)
 }
 
 // wakeupFilter is the predicate of one watch Builder sets up: T's own
@@ -268,12 +309,14 @@ func (w *wakeups) forget(owner types.NamespacedName) {
 // only start a pass with nothing to do, and counts them; creates, deletes,
 // generic events and every other update pass.
 type wakeupFilter struct {
-	w          *wakeups
-	ownerKind  schema.GroupKind
-	gvk        schema.GroupVersionKind
-	owned      bool
-	everyEvent bool // Options.EveryRolloutEvent
-	skipped    map[string]prometheus.Counter
+	w         *wakeups
+	ownerKind schema.GroupKind
+	gvk       schema.GroupVersionKind
+	owned     bool
+	// refresh is Options.RolloutProgressInterval, defaulted; negative:
+	// every update starts a pass.
+	refresh time.Duration
+	skipped map[string]prometheus.Counter
 	// seen, in T's watch, is told when the cache holds a pass's own
 	// write: the pass that would have dropped its entry does not run.
 	seen *horizon
@@ -323,7 +366,7 @@ func (f *wakeupFilter) update(old, new client.Object) bool {
 	case parkIt:
 		return false
 	}
-	if !f.owned || f.everyEvent {
+	if !f.owned || f.refresh < 0 {
 		return true
 	}
 	if _, metadataOnly := new.(*metav1.PartialObjectMetadata); metadataOnly {
@@ -333,9 +376,10 @@ func (f *wakeupFilter) update(old, new client.Object) bool {
 	if !ok || seen.uid != new.GetUID() || seen.generation != new.GetGeneration() || !statusOnly(old, new) {
 		return true
 	}
-	if st, err := kstatus(new, f.gvk); err != nil || st != status.InProgressStatus {
+	if st, err := kstatus(new, f.gvk); err != nil || st != status.InProgressStatus || f.w.queue.Load() == nil {
 		return true
 	}
+	f.w.refreshAfter(owner, f.refresh)
 	f.skipped[causeRolloutProgress].Inc()
 	return false
 }

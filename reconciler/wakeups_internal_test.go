@@ -2,7 +2,9 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -32,7 +34,7 @@ func testFilter(w *wakeups, owned bool) *wakeupFilter {
 	if owned {
 		gvk = appsv1.SchemeGroupVersion.WithKind("Deployment")
 	}
-	return &wakeupFilter{w: w, ownerKind: widgetGK, gvk: gvk, owned: owned, skipped: map[string]prometheus.Counter{
+	return &wakeupFilter{w: w, ownerKind: widgetGK, gvk: gvk, owned: owned, refresh: time.Hour, skipped: map[string]prometheus.Counter{
 		causeOwnWrite:        prometheus.NewCounter(prometheus.CounterOpts{Name: "own"}),
 		causeRolloutProgress: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollout"}),
 	}}
@@ -61,16 +63,16 @@ var (
 func TestWakeupFilterRolloutProgress(t *testing.T) {
 	waiting := waited{gk: deploymentGK, key: objKey, uid: "d-uid", generation: 2}
 	for name, tc := range map[string]struct {
-		old, new   *appsv1.Deployment
-		waits      []waited
-		everyEvent bool
-		pass       bool
+		old, new *appsv1.Deployment
+		waits    []waited
+		refresh  time.Duration
+		pass     bool
 	}{
 		"in progress, status only":   {old: deployment("10", inProgress1), new: deployment("11", inProgress2), waits: []waited{waiting}},
 		"current":                    {old: deployment("10", inProgress1), new: deployment("11", current), waits: []waited{waiting}, pass: true},
 		"failed":                     {old: deployment("10", inProgress1), new: deployment("11", failed), waits: []waited{waiting}, pass: true},
 		"nobody waits":               {old: deployment("10", inProgress1), new: deployment("11", inProgress2), pass: true},
-		"EveryRolloutEvent":          {old: deployment("10", inProgress1), new: deployment("11", inProgress2), waits: []waited{waiting}, everyEvent: true, pass: true},
+		"every event (negative)":     {old: deployment("10", inProgress1), new: deployment("11", inProgress2), waits: []waited{waiting}, refresh: -1, pass: true},
 		"another object waited on":   {old: deployment("10", inProgress1), new: deployment("11", inProgress2), waits: []waited{{gk: deploymentGK, key: client.ObjectKey{Namespace: "ns", Name: "other"}, uid: "x", generation: 2}}, pass: true},
 		"another generation waited":  {old: deployment("10", inProgress1), new: deployment("11", inProgress2), waits: []waited{{gk: deploymentGK, key: objKey, uid: "d-uid", generation: 1}}, pass: true},
 		"recreated":                  {old: deployment("10", inProgress1), new: deployment("11", inProgress2), waits: []waited{{gk: deploymentGK, key: objKey, uid: "old-uid", generation: 2}}, pass: true},
@@ -84,11 +86,14 @@ func TestWakeupFilterRolloutProgress(t *testing.T) {
 		"not controlled":             {old: deployment("10", inProgress1), new: with(deployment("11", inProgress2), func(d *appsv1.Deployment) { d.OwnerReferences = nil }), waits: []waited{waiting}, pass: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			w := newWakeups()
+			w := withQueue(newWakeups())
 			w.waitOn(ownerKey, tc.waits)
 			f := testFilter(w, true)
-			f.everyEvent = tc.everyEvent
+			if tc.refresh != 0 {
+				f.refresh = tc.refresh
+			}
 			assert.Equal(t, tc.pass, f.update(tc.old, tc.new))
+			w.forget(ownerKey) // no refresh left running
 		})
 	}
 }
@@ -115,7 +120,7 @@ func with[O any](o O, mutate func(O)) O {
 // The record of what a pass waited on ends when the owner's next pass
 // begins, or when the owner is gone.
 func TestWaitsEndWithTheNextPass(t *testing.T) {
-	w := newWakeups()
+	w := withQueue(newWakeups())
 	f := testFilter(w, true)
 	waiting := []waited{{gk: deploymentGK, key: objKey, uid: "d-uid", generation: 2}}
 	w.waitOn(ownerKey, waiting)
@@ -126,6 +131,50 @@ func TestWaitsEndWithTheNextPass(t *testing.T) {
 	w.forget(ownerKey)
 	assert.True(t, f.update(deployment("12", inProgress1), deployment("13", inProgress2)))
 	assert.Empty(t, w.waits)
+	assert.Empty(t, w.refresh)
+}
+
+// withQueue gives w a controller queue, as wakeupSource does once the
+// controller starts, and returns w.
+func withQueue(w *wakeups) *wakeups {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	w.queue.Store(&q)
+	return w
+}
+
+// In-progress updates held back start one pass RolloutProgressInterval
+// after the first of them, unless a pass of the owner starts first; a
+// filter whose controller has no queue yet holds nothing back.
+func TestRolloutProgressRefresh(t *testing.T) {
+	waiting := []waited{{gk: deploymentGK, key: objKey, uid: "d-uid", generation: 2}}
+	t.Run("one pass for the updates held back", func(t *testing.T) {
+		w := withQueue(newWakeups())
+		f := testFilter(w, true)
+		f.refresh = 50 * time.Millisecond
+		w.waitOn(ownerKey, waiting)
+		for i := range 3 {
+			assert.False(t, f.update(deployment(fmt.Sprint(10+i), inProgress1), deployment(fmt.Sprint(11+i), inProgress2)))
+		}
+		q := *w.queue.Load()
+		assert.Eventually(t, func() bool { return q.Len() == 1 }, 5*time.Second, time.Millisecond, "the owner is queued once")
+		assert.Empty(t, w.refresh)
+	})
+	t.Run("a pass that starts first stops it", func(t *testing.T) {
+		w := withQueue(newWakeups())
+		f := testFilter(w, true)
+		w.waitOn(ownerKey, waiting)
+		assert.False(t, f.update(deployment("10", inProgress1), deployment("11", inProgress2)))
+		timer := w.refresh[ownerKey]
+		w.beginPass(ownerKey)
+		assert.False(t, timer.Stop(), "stopped by the pass")
+		assert.Empty(t, w.refresh)
+	})
+	t.Run("without a queue every update starts a pass", func(t *testing.T) {
+		w := newWakeups()
+		w.waitOn(ownerKey, waiting)
+		assert.True(t, testFilter(w, true).update(deployment("10", inProgress1), deployment("11", inProgress2)))
+		assert.Empty(t, w.refresh)
+	})
 }
 
 func widget(rv string) *appsv1.Deployment {

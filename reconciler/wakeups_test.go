@@ -78,21 +78,24 @@ func startWidgetController(t *testing.T, ns string, opts reconciler.Options[*tes
 
 // A Widget waiting on its Deployment's rollout is not run again for each
 // status update of the Deployment that leaves it in progress (the
-// Deployment controller writes several per rollout), only for the one that
-// ends it, which makes the Widget Ready as soon as without the filter. With
-// Options.EveryRolloutEvent each of those updates starts a pass, as in
-// plain controller-runtime. envtest has no Deployment controller: the test
-// writes the Deployment's status itself.
-func TestRolloutProgressDoesNotWakeTheOwner(t *testing.T) {
-	for _, every := range []bool{false, true} {
-		t.Run(map[bool]string{false: "coalesced", true: "EveryRolloutEvent"}[every], func(t *testing.T) {
+// Deployment controller writes several per rollout): those updates are
+// held back and start one pass Options.RolloutProgressInterval later (here
+// an hour: none), while the update that ends the rollout makes the Widget
+// Ready as soon as without the filter. With a short interval the updates
+// held back start a pass of their own, without another event; with a
+// negative one each of them starts a pass, as in plain controller-runtime.
+// envtest has no Deployment controller: the test writes the Deployment's
+// status itself.
+func TestRolloutProgressIsCoalesced(t *testing.T) {
+	for mode, interval := range map[string]time.Duration{"held back": time.Hour, "refreshed": 3 * time.Second, "every event": -1} {
+		t.Run(mode, func(t *testing.T) {
 			testenv.Require(t)
 			ctx := context.Background()
 			ns := env.Namespace(t)
 			var passes atomic.Int32
 			name := startWidgetController(t, ns, reconciler.Options[*testv1.Widget]{
-				Owns:              []client.Object{&appsv1.Deployment{}},
-				EveryRolloutEvent: every,
+				Owns:                    []client.Object{&appsv1.Deployment{}},
+				RolloutProgressInterval: interval,
 				Steps: []widgetStep{{Name: "deployment", Condition: "Available", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
 					passes.Add(1)
 					return s.ApplyAndWait(ctx, testDeployment(s.Object, "example.com/app:v1"), nil)
@@ -129,6 +132,10 @@ func TestRolloutProgressDoesNotWakeTheOwner(t *testing.T) {
 					return passes.Load() > before || skipped(t, name, "rollout-progress") > skippedBefore
 				}, 30*time.Second, 10*time.Millisecond, "status update %d: neither a pass nor a dropped wake-up", i)
 			}
+			if mode == "refreshed" {
+				require.Eventually(t, func() bool { return passes.Load() > base }, 30*time.Second, 10*time.Millisecond,
+					"the updates held back never started a pass")
+			}
 			progress, dropped := passes.Load()-base, skipped(t, name, "rollout-progress")-skippedBase
 
 			// The update that ends the rollout starts the pass that makes
@@ -141,13 +148,18 @@ func TestRolloutProgressDoesNotWakeTheOwner(t *testing.T) {
 				return env.Client.Get(ctx, key, w) == nil && conditions.IsTrue(w, conditions.Ready)
 			}, 30*time.Second, 10*time.Millisecond, "the end of the rollout never made the Widget Ready")
 
-			if every {
+			switch mode {
+			case "every event":
 				assert.Equal(t, int32(3), progress, "a pass per status update")
 				assert.Zero(t, dropped)
-				return
+			case "held back":
+				assert.Zero(t, progress, "no pass while the rollout is in progress")
+				assert.Equal(t, 3.0, dropped, "every in-progress status update held back, and counted")
+			case "refreshed":
+				assert.Positive(t, progress, "the updates held back start a pass without another event")
+				assert.Less(t, progress, int32(3), "fewer passes than updates")
+				assert.Positive(t, dropped)
 			}
-			assert.Zero(t, progress, "no pass while the rollout is in progress")
-			assert.Equal(t, 3.0, dropped, "every in-progress status update dropped, and counted")
 		})
 	}
 }
