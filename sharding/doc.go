@@ -13,7 +13,8 @@
 //     (KEP-5866, feature gate ShardedListAndWatch, alpha in Kubernetes 1.36).
 //   - [ShardSelector] and [LabelSelector]: list and watch only the objects
 //     of some ranges, server-side; owned objects carry their owner's range in
-//     [RangeLabel] so that they follow it.
+//     [RangeLabel] so that they follow it. [ServerFilters] tells whether the
+//     API server has the feature gate on; without it, filter client-side.
 //   - [Assign]: a deterministic, balanced assignment of a fixed number of
 //     ranges to the live replicas that moves about 1/N of them on a join or
 //     a leave.

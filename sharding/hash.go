@@ -1,6 +1,7 @@
 package sharding
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -9,9 +10,12 @@ import (
 	"strconv"
 	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // DefaultRanges is the number of ranges the hash space is cut into when
@@ -96,6 +100,28 @@ func bound(r, ranges int) string {
 		return "0x10000000000000000"
 	}
 	return fmt.Sprintf("0x%016x", uint64(r)<<(64-log2(ranges)))
+}
+
+// ServerFilters reports whether the API server filters lists and watches by
+// shard selector (its ShardedListAndWatch feature gate is on). With the gate
+// off the server ignores the selector and answers with every object, so
+// the answer tells: it lists at most one Lease of namespace (a replica may
+// read its group's Leases anyway) with a selector of the whole hash space,
+// and looks for the ShardInfo a filtered list carries. It asks a built-in
+// kind on purpose: lists of custom resources are filtered but carry no
+// ShardInfo. When it is false, filter client-side ([Member.Predicate]): the
+// work splits across replicas, the memory does not.
+func ServerFilters(ctx context.Context, r client.Reader, namespace string) (bool, error) {
+	sel, err := ShardSelector(1, []int{0})
+	if err != nil {
+		return false, err
+	}
+	var list coordinationv1.LeaseList
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.Limit(1),
+		&client.ListOptions{Raw: &metav1.ListOptions{ShardSelector: sel}}); err != nil {
+		return false, err
+	}
+	return list.ShardInfo != nil, nil
 }
 
 // LabelSelector selects the objects labelled with one of the given ranges

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	apisharding "k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 func randomUID(rng *rand.Rand) types.UID {
@@ -103,6 +105,16 @@ func TestShardSelectorMergesAdjacentRanges(t *testing.T) {
 	}
 	if _, err := ShardSelector(3, []int{0}); err == nil {
 		t.Error("3 ranges: want an error (not a power of two)")
+	}
+}
+
+// A server without the gate ignores the selector and sends no ShardInfo;
+// the fake client is such a server.
+func TestServerFiltersWithoutTheGate(t *testing.T) {
+	c := fake.NewClientBuilder().WithObjects(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: "ops"}}).Build()
+	ok, err := ServerFilters(t.Context(), c, "ops")
+	if err != nil || ok {
+		t.Fatalf("got %v, %v; want false", ok, err)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/sharding"
 )
@@ -72,6 +73,51 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 		if !slices.Equal(got, expected) {
 			t.Errorf("ranges %v: the API server selected %v, RangeOf says %v", owned, got, expected)
 		}
+	}
+}
+
+func TestServerFiltersOnTheAPIServer(t *testing.T) {
+	testenv.Require(t)
+	ok, err := sharding.ServerFilters(t.Context(), env.Client, "default")
+	if err != nil || !ok {
+		t.Fatalf("the API server has the gate on: got %v, %v", ok, err)
+	}
+}
+
+// A custom resource is filtered too, but its list carries no ShardInfo: the
+// API server serves custom resources as unstructured lists, which have no
+// place for it. So the gate is detected on a built-in kind, not on the
+// operator's own.
+func TestShardSelectorOnACustomResource(t *testing.T) {
+	testenv.Require(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const ranges = 2
+	var inRange0 []string
+	for i := range 30 {
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%02d", i), Namespace: ns}}
+		if err := env.Client.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		if sharding.RangeOf(w.UID, ranges) == 0 {
+			inRange0 = append(inRange0, w.Name)
+		}
+	}
+	sel, _ := sharding.ShardSelector(ranges, []int{0})
+	var list testv1.WidgetList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ShardSelector: sel}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range list.Items {
+		got = append(got, w.Name)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, inRange0) {
+		t.Errorf("the API server selected %v, RangeOf says %v", got, inRange0)
+	}
+	if list.ShardInfo != nil {
+		t.Errorf("a custom resource list now carries ShardInfo %+v: gate detection may use the operator's own kind", list.ShardInfo)
 	}
 }
 
