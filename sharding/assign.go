@@ -69,14 +69,3 @@ func mix(x uint64) uint64 {
 	x ^= x >> 31
 	return x
 }
-
-// countOf is Assign's load per member, for logs.
-func countOf(owners []string, member string) int {
-	n := 0
-	for _, o := range owners {
-		if o == member {
-			n++
-		}
-	}
-	return n
-}

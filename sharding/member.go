@@ -479,10 +479,9 @@ func (m *Member) viewRound(now time.Time) round {
 			continue
 		}
 		if o.foreign {
-			for r := range rd.claimedElsewhere {
-				rd.claimedElsewhere[r] = true
-			}
-			continue
+			// Its claims cannot be compared with ours: freeze, as
+			// when blind.
+			return m.blindRound(now)
 		}
 		members = append(members, o.identity)
 		for r, c := range o.claims {
@@ -501,8 +500,9 @@ func (m *Member) viewRound(now time.Time) round {
 	return rd
 }
 
-// blindRound is the round of a failed read: keep what is owned while fresh,
-// acquire nothing.
+// blindRound is the round of a failed read, or of a view with a foreign
+// lease in it: keep what is owned while fresh, acquire and release nothing
+// (a draining range still goes once its passes end).
 func (m *Member) blindRound(now time.Time) round {
 	rd := round{fresh: m.fresh(now), now: now,
 		assigned: make([]bool, m.opts.Ranges), claimedElsewhere: make([]bool, m.opts.Ranges)}

@@ -37,8 +37,11 @@ type simMember struct {
 	paused      bool
 	dead        bool
 	partitioned bool
-	nextRound   time.Time
-	passes      []*simPass
+	// lossy members lose the answer to a third of their writes: the
+	// write is applied, the member gets an error.
+	lossy     bool
+	nextRound time.Time
+	passes    []*simPass
 }
 
 type simPass struct {
@@ -92,13 +95,13 @@ func (s *sim) add(name string) *simMember {
 			if sm.partitioned {
 				return errPartitioned
 			}
-			return c.Create(ctx, o, opts...)
+			return s.lose(sm, c.Create(ctx, o, opts...))
 		},
 		Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
 			if sm.partitioned {
 				return errPartitioned
 			}
-			return c.Update(ctx, o, opts...)
+			return s.lose(sm, c.Update(ctx, o, opts...))
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
 			if sm.partitioned {
@@ -116,6 +119,14 @@ func (s *sim) add(name string) *simMember {
 	sm.Member = m
 	s.members = append(s.members, sm)
 	return sm
+}
+
+// lose turns a third of a lossy member's successful writes into errors.
+func (s *sim) lose(sm *simMember, err error) error {
+	if err == nil && sm.lossy && s.rng.IntN(3) == 0 {
+		return errors.New("the answer was lost")
+	}
+	return err
 }
 
 // active reports whether sm may act on range r now: it would start a pass,
@@ -346,7 +357,7 @@ func TestPartitionedMember(t *testing.T) {
 	s.settle(60*time.Second, 0.5)
 }
 
-// Random joins, pauses, partitions and deaths; the check after every
+// Random joins, pauses, partitions, lost answers and deaths; the check after every
 // action is the guarantee, the final settle the liveness.
 func TestMembersChaos(t *testing.T) {
 	seeds := uint64(32)
@@ -363,7 +374,7 @@ func TestMembersChaos(t *testing.T) {
 			for range 40 {
 				s.run(time.Duration(1+s.rng.IntN(20))*time.Second, 0.5)
 				sm := s.members[s.rng.IntN(len(s.members))]
-				switch s.rng.IntN(5) {
+				switch s.rng.IntN(6) {
 				case 0:
 					s.add(fmt.Sprintf("m%d", next))
 					next++
@@ -371,6 +382,8 @@ func TestMembersChaos(t *testing.T) {
 					sm.paused = !sm.paused
 				case 2:
 					sm.partitioned = !sm.partitioned
+				case 4:
+					sm.lossy = !sm.lossy
 				case 3:
 					if !sm.dead {
 						sm.dead = true
@@ -381,7 +394,7 @@ func TestMembersChaos(t *testing.T) {
 				}
 			}
 			for _, sm := range s.members {
-				sm.paused, sm.partitioned = false, false
+				sm.paused, sm.partitioned, sm.lossy = false, false, false
 			}
 			s.settle(2*time.Minute, 0.5)
 		})

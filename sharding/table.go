@@ -79,6 +79,11 @@ func (t *table) step(rd round) []transition {
 	move := func(r int, to rangeState) {
 		changes = append(changes, transition{rng: r, from: t.state[r], to: to})
 		t.state[r] = to
+		if to == free {
+			// Until a write says otherwise, an unclaimed range is not
+			// persisted: a later acquire must write its claim anew.
+			t.persisted[r] = false
+		}
 	}
 	for r, s := range t.state {
 		want := rd.fresh && rd.assigned[r]
