@@ -219,7 +219,9 @@ func (m *Member) Start(ctx context.Context) error {
 	}
 }
 
-// NeedLeaderElection is false: every replica is a member.
+// NeedLeaderElection is false, so that the manager starts the Member on
+// every replica, not only on a leader: sharding replaces leader election
+// for the sharded controllers (each replica is a member of the group).
 func (m *Member) NeedLeaderElection() bool { return false }
 
 // RangeOf returns the range obj belongs to: the value of its [RangeLabel]
