@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,9 @@ type Options struct {
 	WebhookInstallOptions envtest.WebhookInstallOptions
 	// AddToScheme registers further types with the Env's scheme.
 	AddToScheme []func(*k8sruntime.Scheme) error
+	// FeatureGates are passed to kube-apiserver's --feature-gates, as
+	// "Name=true".
+	FeatureGates []string
 }
 
 // CRDDir is the directory holding the Widget CRD.
@@ -88,6 +92,9 @@ func Start(opts Options) (*Env, error) {
 		// a minute to come up.
 		ControlPlaneStartTimeout: 3 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
+	}
+	if len(opts.FeatureGates) > 0 {
+		te.ControlPlane.GetAPIServer().Configure().Append("feature-gates", strings.Join(opts.FeatureGates, ","))
 	}
 	cfg, err := te.Start()
 	if err != nil {
