@@ -212,6 +212,10 @@ func TestScaleSmoke(t *testing.T) {
 		assert.Positive(t, r.Memory.RSS, r.Name)
 	}
 	assert.Zero(t, res.Restarts[0].Restart.Client.Mutating(), "reconcilekit's restart wrote:\n%v", res.Restarts[0].Restart.Client)
+	for _, r := range res.Restarts {
+		assert.Zero(t, r.Rolled, "%s changed a Deployment's spec", r.Name)
+	}
+	assert.Zero(t, res.TakebackRolled, "reconcilekit changed a Deployment's spec taking the fleet back")
 	assert.Positive(t, res.Restarts[1].Takeover.Reconciles, "the idiomatic peer took the fleet over first")
 	// Its restart applies its two objects per WebApp, as on a resync.
 	assert.Equal(t, map[string]int{"apply deployments.apps": n, "apply services": n}, mutatingByKey(res.Restarts[1].Restart.Client))

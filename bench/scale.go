@@ -34,6 +34,9 @@ type ScaleResult struct {
 	// Takeback is reconcilekit's start over the fleet after another
 	// operator took it over (zero when none did), before Delete.
 	Takeback Phase
+	// TakebackRolled is how many Deployments' spec the takeback changed
+	// (their generation moved): a rollout of their pods.
+	TakebackRolled int
 	// Delete is reconcilekit deleting the N WebApps, until it has
 	// finalized them all and is idle.
 	Delete Phase
@@ -70,6 +73,10 @@ type Restart struct {
 	Restart Phase
 	// Memory is read once the restart is over, after a GC cycle.
 	Memory Memory
+	// Rolled is how many of the fleet's Deployments had their spec changed
+	// (their generation moved) by the takeover and the restart: a rollout
+	// of their pods. 0 when the operator writes the objects it found.
+	Rolled int
 }
 
 // ownFleet is the peer that cannot take reconcilekit's fleet over and
@@ -135,12 +142,20 @@ func RunScale(ctx context.Context, upstream *rest.Config, cfg Config) (*ScaleRes
 	}
 
 	cfg.Logf("reconcilekit: starting over the fleet to delete it")
+	gens, err := h.generations(ctx, FleetNamespace)
+	if err != nil {
+		return nil, err
+	}
 	var takeback Phase
 	if op, err = h.start(ctx, "reconcilekit", cfg.Ours, "takeback", cfg.N, &takeback); err != nil {
 		return nil, err
 	}
 	if cfg.Idiomatic != nil {
 		res.Takeback = takeback
+		if res.TakebackRolled, err = h.rolled(ctx, FleetNamespace, gens); err != nil {
+			op.Stop()
+			return nil, err
+		}
 	}
 	if err := h.deleteFleet(ctx, op, FleetNamespace, &res.Delete, &res.RegistryLeft, &res.Left, &res.Collected); err != nil {
 		return nil, err
@@ -210,6 +225,10 @@ func (h *harness) start(ctx context.Context, name string, cmd Command, label str
 // operator, and reads its memory after the (last) start.
 func (h *harness) restartOver(ctx context.Context, name string, cmd Command, takeover bool) (Restart, error) {
 	r := Restart{Name: name, Fleet: "reconcilekit"}
+	gens, err := h.generations(ctx, FleetNamespace)
+	if err != nil {
+		return r, err
+	}
 	if takeover {
 		h.cfg.Logf("%s: taking the fleet over", name)
 		op, err := h.start(ctx, name, cmd, "takeover", h.cfg.N, &r.Takeover)
@@ -219,9 +238,11 @@ func (h *harness) restartOver(ctx context.Context, name string, cmd Command, tak
 		op.Stop()
 	}
 	op, err := h.restart(ctx, name, cmd, &r)
-	if err == nil {
-		op.Stop()
+	if err != nil {
+		return r, err
 	}
+	defer op.Stop()
+	r.Rolled, err = h.rolled(ctx, FleetNamespace, gens)
 	return r, err
 }
 
@@ -261,7 +282,15 @@ func (h *harness) ownFleet(ctx context.Context, name string, cmd Command) (Resta
 	if err != nil {
 		return r, fmt.Errorf("%s operator: %w", name, err)
 	}
+	gens, err := h.generations(ctx, ns)
+	if err != nil {
+		return r, err
+	}
 	if op, err = h.restart(ctx, name, cmd, &r); err != nil {
+		return r, err
+	}
+	if r.Rolled, err = h.rolled(ctx, ns, gens); err != nil {
+		op.Stop()
 		return r, err
 	}
 	var left int
@@ -337,4 +366,32 @@ func (h *harness) objectsIn(ctx context.Context, ns string) (map[string]int, err
 		counts[k.name] = len(list.Items)
 	}
 	return counts, nil
+}
+
+// generations reads the generation of every Deployment in ns (metadata
+// only).
+func (h *harness) generations(ctx context.Context, ns string) (map[string]int64, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
+	if err := h.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing the Deployments in %s: %w", ns, err)
+	}
+	gens := make(map[string]int64, len(list.Items))
+	for _, d := range list.Items {
+		gens[d.Name] = d.Generation
+	}
+	return gens, nil
+}
+
+// rolled counts the Deployments in ns whose generation is no longer the
+// one in before, or that are new.
+func (h *harness) rolled(ctx context.Context, ns string, before map[string]int64) (int, error) {
+	now, err := h.generations(ctx, ns)
+	n := 0
+	for name, g := range now {
+		if b, ok := before[name]; !ok || b != g {
+			n++
+		}
+	}
+	return n, err
 }

@@ -195,6 +195,7 @@ func (r *ScaleReport) Markdown() string {
 	restartRow("mutating requests", func(rs Restart) float64 { return float64(rs.Restart.Client.Mutating()) }, count)
 	restartRow("mutating requests per WebApp", func(rs Restart) float64 { return float64(rs.Restart.Client.Mutating()) }, per)
 	restartRow("all requests", func(rs Restart) float64 { return float64(rs.Restart.Client.Total()) }, count)
+	restartRow("Deployments whose spec it changed (a rollout)", func(rs Restart) float64 { return float64(rs.Rolled) }, count)
 	restartRow("operator CPU", func(rs Restart) float64 { return rs.Restart.CPU.Seconds() }, secs)
 	restartRow("operator CPU per WebApp", func(rs Restart) float64 { return float64(cpuPer(rs.Restart.CPU, n)) }, msf)
 	if o.Restart.ControlPlaneCPU > 0 {
@@ -226,6 +227,7 @@ func (r *ScaleReport) Markdown() string {
 		over("reconciles", func(p Phase) string { return fmt.Sprint(p.Reconciles) })
 		over("mutating requests", func(p Phase) string { return mutatingSummary(p.Client) })
 		over("operator CPU", func(p Phase) string { return dur(p.CPU) })
+		t.row("Deployments whose spec it changed (a rollout), restart included", fmt.Sprint(id.Rolled), fmt.Sprint(res.TakebackRolled))
 	}
 
 	fmt.Fprintf(&b, "\n### Deleting %d WebApps\n\n", n)

@@ -26,6 +26,7 @@ func TestScaleMarkdown(t *testing.T) {
 		"- reconcilekit: none\n- idiomatic: 1000 apply deployments.apps\n",
 		"baseline: no GC cycle completed within the wait",
 		"| mutating requests | 2000 apply deployments.apps | none |",
+		"| Deployments whose spec it changed (a rollout) | 0 | 0 | 0 | = |",
 		"| objects left in the namespace | 0 Deployments, 0 ReplicaSets, 0 Pods, 0 Services, 0 WebApps |",
 		"![Converging 1000 WebApps from zero: Ready over time](performance/scale-convergence.svg)",
 		"![Starting over 1000 converged WebApps: reconciles over time](performance/scale-restart.svg)",
