@@ -845,7 +845,7 @@ func (h *harness) delete(ctx context.Context, op *Operator, ns string) (Phase, e
 		}); err != nil {
 			return fmt.Errorf("deleting the WebApps in %s: %w", ns, err)
 		}
-		if err := poll(ctx, h.cfg.Timeout, func() (bool, error) {
+		if err := pollEvery(ctx, h.readyInterval(), h.cfg.Timeout, func() (bool, error) {
 			var list webappv1.WebAppList
 			err := h.c.List(ctx, &list, client.InNamespace(ns))
 			return err == nil && len(list.Items) == 0, err

@@ -140,7 +140,7 @@ func run() error {
 	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
 	flag.IntVar(&o.clusterQPS, "cluster-qps", 1000, "client QPS (burst twice that) of the bench cluster's kube-controller-manager and kube-scheduler, so that the operator and not the cluster bounds convergence (0: their defaults, 20 and 50 QPS)")
 	flag.UintVar(&o.registryShards, "registry-shards", 16, "the idiomatic peer's route registry: this many ConfigMaps, as the example operator's (webapp-registry-00..15); 0: the single ConfigMap webapp-registry")
-	flag.StringVar(&o.peers, "peers", "reconcilekit,idiomatic,baseline", "the operators to run (reconcilekit always; \"reconcilekit\" alone for a scale run, reported without ratios)")
+	flag.StringVar(&o.peers, "peers", "reconcilekit,idiomatic,baseline", "the operators to run (reconcilekit always; without -scale, \"reconcilekit\" alone is reported without ratios; with -scale, leaving out baseline saves its own fleet's convergence)")
 	flag.BoolVar(&o.raw, "raw", true, "run the raw client's reference (the cluster's floor) first")
 	flag.BoolVar(&o.update, "update", true, "run the image update phase")
 	flag.IntVar(&o.reconcilers, "reconcilers", 4, "WebApps each operator reconciles at once (--max-concurrent-reconciles, the same for all three)")
