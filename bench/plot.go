@@ -62,9 +62,13 @@ func (f Figure) Empty() bool {
 // Markdown is the figure embedded in the page.
 func (f Figure) Markdown() string { return fmt.Sprintf("![%s](%s/%s)\n", f.Title, FigureDir, f.File) }
 
-// progress is a phase's Samples as a Series: seconds against N.
+// progress is a phase's Samples as a Series: seconds against N, from
+// (0, 0), where every phase's count starts.
 func progress(name string, samples []Sample) Series {
 	s := Series{Name: name}
+	if len(samples) > 0 && samples[0].At > 0 {
+		s.Points = append(s.Points, XY{})
+	}
 	for _, p := range samples {
 		s.Points = append(s.Points, XY{X: p.At.Seconds(), Y: float64(p.N)})
 	}
@@ -227,8 +231,9 @@ func (f Figure) SVG() ([]byte, error) {
 		t.Font.Variant, t.Font.Size = "Sans", vg.Points(9)
 	}
 	p.Y.Min = 0
-	// Curves rise from the bottom left: the legend goes bottom right.
-	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(8), vg.Points(8)
+	// Every curve rises from (0, 0): the legend goes top left.
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), -vg.Points(4)
 	p.Add(plotter.NewGrid())
 	for _, s := range f.Lines {
 		if len(s.Points) == 0 {
@@ -275,7 +280,7 @@ func (f Figure) SVG() ([]byte, error) {
 		p.X.Min, p.X.Max = -0.5, float64(len(b.Groups))-0.5
 		// The legend goes top right, above the bars.
 		p.Y.Max = 1.3 * top
-		p.Legend.Top, p.Legend.YOffs = true, -vg.Points(4)
+		p.Legend.Left, p.Legend.XOffs = false, 0
 	}
 	c := vgsvg.New(figureWidth, figureHeight)
 	// Room on the right for the last tick label, which is centred on

@@ -100,6 +100,7 @@ func TestThreePeerFigures(t *testing.T) {
 	conv := figure(t, figs, "bench-convergence.svg")
 	assert.Equal(t, []string{"raw client, Deployments ready (the floor)", "reconcilekit", "idiomatic", "baseline"}, names(conv.Lines))
 	assert.Equal(t, []XY{{0, 0}, {1, 50}, {2, 100}}, conv.Lines[1].Points, "seconds against WebApps Ready")
+	assert.Equal(t, []XY{{0, 0}, {1, 1}}, progress("x", []Sample{{time.Second, 1}}).Points, "every count starts at 0")
 
 	cpu := figure(t, figs, "bench-cpu.svg")
 	require.Len(t, cpu.Bars.Series, 3)
