@@ -163,7 +163,7 @@ bench: tools ## Requests, CPU, latency and memory vs an idiomatic controller-run
 BENCH_SCALE_N ?= 10000
 BENCH_SCALE_ARGS ?=
 .PHONY: bench-scale
-bench-scale: tools ## Restarts over a converged fleet of 10,000 WebApps, for each operator (under 75 min on 2 cores); a section of docs/performance.md (BENCH_SCALE_N=10000).
+bench-scale: tools ## 10,000 WebApps converged, each operator restarting over them, deleted; a section of docs/performance.md and figures (BENCH_SCALE_N=10000; budget 75 min on 2 cores).
 	cd bench && go run ./cmd/bench -scale -n $(BENCH_SCALE_N) $(BENCH_SCALE_ARGS)
 
 ##@ Local cluster
