@@ -153,8 +153,18 @@ BENCH_N ?= 100
 # BENCH_ARGS: more flags of bench/cmd/bench (-profile-dir=DIR, -reconcilers=N, -unrelated=N; -h lists them).
 BENCH_ARGS ?=
 .PHONY: bench
-bench: tools ## Requests, CPU, latency and memory vs an idiomatic controller-runtime peer and the tutorial baseline; writes docs/performance.md (BENCH_N=100).
+bench: tools ## Requests, CPU, latency and memory vs an idiomatic controller-runtime peer and the tutorial baseline; writes docs/performance.md and its figures (BENCH_N=100).
 	cd bench && go run ./cmd/bench -n $(BENCH_N) $(BENCH_ARGS)
+
+# The scale run, not part of make test: reconcilekit converges
+# BENCH_SCALE_N WebApps from zero, each operator restarts over them,
+# reconcilekit deletes them. Written to its own section of
+# docs/performance.md and its figures; try it small with BENCH_SCALE_N=300.
+BENCH_SCALE_N ?= 10000
+BENCH_SCALE_ARGS ?=
+.PHONY: bench-scale
+bench-scale: tools ## 10,000 WebApps converged, each operator restarting over them, deleted; a section of docs/performance.md and figures (BENCH_SCALE_N=10000; budget 75 min on 2 cores).
+	cd bench && go run ./cmd/bench -scale -n $(BENCH_SCALE_N) $(BENCH_SCALE_ARGS)
 
 ##@ Local cluster
 

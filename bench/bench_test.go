@@ -162,6 +162,73 @@ func TestHarnessSmoke(t *testing.T) {
 	assert.NotContains(t, md, "idiomatic")
 }
 
+// TestScaleSmoke runs the scale run with 3 WebApps against envtest (no
+// controller-manager: convergence ends when the operator is idle, and
+// nothing is garbage collected). What it proves: reconcilekit builds the
+// fleet, every operator starts over it and goes idle, reconcilekit's
+// restart writes nothing, the idiomatic peer takes the fleet over before
+// its restart, the baseline gets a fleet of its own, and reconcilekit
+// deletes the fleet leaving no registry entry.
+func TestScaleSmoke(t *testing.T) {
+	testenv.Require(t)
+	const n = 3
+	dir := t.TempDir()
+	ours := filepath.Join(dir, "webapp-operator")
+	build := exec.Command("go", "build", "-o", ours, "./webapp")
+	build.Dir = filepath.Join(repoRoot(), "examples")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build ./examples/webapp:\n%s", out)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := bench.RunScale(ctx, env.Config, bench.Config{
+		N: n, Workers: 4, QuietFor: 500 * time.Millisecond, Timeout: 30 * time.Second, WorkDir: dir, Logf: t.Logf,
+		Ours: func(addr string) []string {
+			return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0",
+				"--enable-webhooks=false", "--namespace=" + bench.SystemNamespace}
+		},
+		Idiomatic: func(addr string) []string { return []string{os.Args[0], idiomaticArg, addr} },
+		Baseline:  func(addr string) []string { return []string{os.Args[0], childArg, addr} },
+	})
+	if err != nil {
+		for _, name := range []string{"reconcilekit", "idiomatic", "baseline"} {
+			if b, rerr := os.ReadFile(filepath.Join(dir, name+".log")); rerr == nil {
+				t.Logf("%s operator log:\n%s", name, b)
+			}
+		}
+	}
+	require.NoError(t, err)
+
+	assert.Positive(t, res.Converge.Client.Mutating(), "reconcilekit converged without writing")
+	assert.Equal(t, n, res.Registry.Entries)
+	require.Len(t, res.Restarts, 3)
+	for i, want := range [][2]string{{"reconcilekit", "reconcilekit"}, {"idiomatic", "reconcilekit"}, {"baseline", "own"}} {
+		r := res.Restarts[i]
+		assert.Equal(t, want, [2]string{r.Name, r.Fleet})
+		assert.GreaterOrEqual(t, r.Restart.Reconciles, n, "%s: a pass over every WebApp", r.Name)
+		assert.Positive(t, r.Restart.CPU, r.Name)
+		assert.NotEmpty(t, r.Restart.Progress, r.Name)
+		assert.Positive(t, r.Memory.HeapLive, r.Name)
+		assert.Positive(t, r.Memory.RSS, r.Name)
+	}
+	assert.Zero(t, res.Restarts[0].Restart.Client.Mutating(), "reconcilekit's restart wrote:\n%v", res.Restarts[0].Restart.Client)
+	for _, r := range res.Restarts {
+		assert.Zero(t, r.Rolled, "%s changed a Deployment's spec", r.Name)
+	}
+	assert.Zero(t, res.TakebackRolled, "reconcilekit changed a Deployment's spec taking the fleet back")
+	assert.Positive(t, res.Restarts[1].Takeover.Reconciles, "the idiomatic peer took the fleet over first")
+	// Its restart applies its two objects per WebApp, as on a resync.
+	assert.Equal(t, map[string]int{"apply deployments.apps": n, "apply services": n}, mutatingByKey(res.Restarts[1].Restart.Client))
+	assert.Positive(t, res.Restarts[2].Converge.Client.Mutating(), "the baseline converged its own fleet")
+	assert.GreaterOrEqual(t, res.Takeback.Reconciles, n, "reconcilekit took the fleet back")
+	assert.GreaterOrEqual(t, res.Delete.Reconciles, n)
+	assert.Zero(t, res.RegistryLeft)
+	assert.Nil(t, res.Left, "no garbage collector in envtest: nothing counted")
+
+	md := (&bench.ScaleReport{Command: "test", Result: res}).Markdown()
+	assert.Contains(t, md, "| restart over a converged fleet: 0 mutating requests | 0 |")
+}
+
 func mutatingByVerb(c bench.Counts) map[string]int {
 	out := map[string]int{}
 	for k, s := range c {

@@ -114,6 +114,30 @@ type Phase struct {
 	// duration over the window, from the operator's
 	// controller_runtime_reconcile_time_seconds histogram (0: none ran).
 	ReconcileP50, ReconcileP99 time.Duration
+	// Progress samples the window over time, for the plots: WebApps Ready
+	// while converging (on a cluster with a controller-manager), reconciles
+	// run while an operator starts over a fleet.
+	Progress []Sample `json:",omitempty"`
+}
+
+// Sample is one reading of a phase's progress: N at At from its start.
+type Sample struct {
+	At time.Duration
+	N  int
+}
+
+// sampleEvery is the least time between two recorded Samples (the last
+// reading of a phase is always kept).
+const sampleEvery = time.Second
+
+// record appends s to samples unless the last sample is less than
+// sampleEvery older and its N is the same: a curve's shape, not every
+// poll.
+func record(samples []Sample, s Sample) []Sample {
+	if k := len(samples); k > 0 && s.At-samples[k-1].At < sampleEvery && s.N == samples[k-1].N {
+		return samples
+	}
+	return append(samples, s)
 }
 
 // ImplResult holds one operator's figures.
@@ -148,6 +172,8 @@ type RawResult struct {
 	Elapsed time.Duration
 	Client  Counts
 	Server  ServerCounts
+	// Progress is the number of ready Deployments over time.
+	Progress []Sample `json:",omitempty"`
 }
 
 // Registry describes the route registry ConfigMaps (webapp-registry*) in
@@ -241,39 +267,12 @@ type harness struct {
 // reconcilekit operator and the baseline (see Config.BaselineFirst), each
 // alone on the cluster.
 func Run(ctx context.Context, upstream *rest.Config, cfg Config) (*Result, error) {
-	if cfg.Logf == nil {
-		cfg.Logf = func(string, ...any) {}
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 8
-	}
-	if cfg.QuietFor <= 0 {
-		cfg.QuietFor = 2 * time.Second
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Minute
-	}
-	h := &harness{cfg: cfg, upstream: upstream, self: NewCounter()}
-	scheme, err := NewScheme()
+	h, err := newHarness(ctx, upstream, cfg)
 	if err != nil {
 		return nil, err
 	}
-	selfCfg := rest.CopyConfig(upstream)
-	selfCfg.QPS, selfCfg.Burst = -1, 0 // no client-side throttling: the apiserver is the limit
-	selfCfg.Wrap(h.self.Transport)
-	if h.c, err = client.New(selfCfg, client.Options{Scheme: scheme}); err != nil {
-		return nil, err
-	}
-	rcCfg := rest.CopyConfig(upstream)
-	rcCfg.GroupVersion = &corev1.SchemeGroupVersion
-	rcCfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	if h.rc, err = rest.RESTClientFor(rcCfg); err != nil {
-		return nil, err
-	}
+	cfg = h.cfg
 	res := &Result{Config: cfg}
-	if err := h.ensureNamespace(ctx, SystemNamespace); err != nil {
-		return nil, err
-	}
 
 	if !cfg.SkipRaw {
 		cfg.Logf("raw client: %d Deployments and Services", cfg.N)
@@ -316,6 +315,44 @@ func Run(ctx context.Context, upstream *rest.Config, cfg Config) (*Result, error
 		}
 	}
 	return res, nil
+}
+
+// newHarness applies cfg's defaults and builds the bench's own clients
+// (admin credentials, counted) and SystemNamespace.
+func newHarness(ctx context.Context, upstream *rest.Config, cfg Config) (*harness, error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.QuietFor <= 0 {
+		cfg.QuietFor = 2 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	h := &harness{cfg: cfg, upstream: upstream, self: NewCounter()}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	selfCfg := rest.CopyConfig(upstream)
+	selfCfg.QPS, selfCfg.Burst = -1, 0 // no client-side throttling: the apiserver is the limit
+	selfCfg.Wrap(h.self.Transport)
+	if h.c, err = client.New(selfCfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	rcCfg := rest.CopyConfig(upstream)
+	rcCfg.GroupVersion = &corev1.SchemeGroupVersion
+	rcCfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	if h.rc, err = rest.RESTClientFor(rcCfg); err != nil {
+		return nil, err
+	}
+	if err := h.ensureNamespace(ctx, SystemNamespace); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // window measures the server side of fn: apiserver_request_total on
@@ -499,6 +536,7 @@ func (h *harness) raw(ctx context.Context) (RawResult, error) {
 					}
 				}
 				readyNow = ready
+				out.Progress = record(out.Progress, Sample{At: time.Since(start), N: ready})
 				return ready == h.cfg.N, nil
 			}); err != nil {
 				return fmt.Errorf("waiting for %d Deployments to be ready (%d are): %w", h.cfg.N, readyNow, err)
@@ -537,7 +575,7 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 		if op, err = StartOperator(ctx, name, cmd, h.upstream, h.cfg.WorkDir, h.cfg.ProfileDir != ""); err != nil {
 			return err
 		}
-		_, err := op.WaitQuiet(ctx, 0, h.cfg.QuietFor, h.cfg.Timeout)
+		_, err := op.WaitQuiet(ctx, 0, h.cfg.QuietFor, h.cfg.Timeout, nil)
 		res.Startup.Elapsed = time.Since(start)
 		return err
 	})
@@ -594,7 +632,7 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 		if err != nil {
 			return res, err
 		}
-		if _, err := op.WaitQuiet(ctx, 0, h.cfg.QuietFor, h.cfg.Timeout); err != nil {
+		if _, err := op.WaitQuiet(ctx, 0, h.cfg.QuietFor, h.cfg.Timeout, nil); err != nil {
 			return res, err
 		}
 		h.cfg.Logf("%s: memory with the unrelated objects", name)
@@ -628,55 +666,86 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 // profiles.
 func (h *harness) phase(ctx context.Context, op *Operator, label string, fn func(p *Phase, before OperatorStats) error) (Phase, error) {
 	var p Phase
-	if h.cfg.ProfileDir != "" {
-		pctx, stop := context.WithCancel(ctx)
-		profiled := op.Profile(pctx, h.cfg.ProfileDir, label)
-		defer func() {
-			stop()
-			if err := <-profiled; err != nil {
-				h.cfg.Logf("%s: profiling %s: %v", op.Name, label, err)
-			}
-		}()
-	}
-	before, err := op.Stats(ctx)
+	defer h.profile(ctx, op, label)()
+	m, err := h.mark(ctx, op)
 	if err != nil {
 		return p, err
 	}
-	clientBefore := op.Counter.Snapshot()
-	cpuBefore, err := op.ReadCPU()
+	p.Server, err = h.window(ctx, func() error { return fn(&p, m.stats) })
 	if err != nil {
+		p.Client = op.Counter.Snapshot().Sub(m.client)
 		return p, err
 	}
-	cpBefore, err := h.controlPlaneCPU()
-	if err != nil {
-		return p, err
+	return p, h.since(ctx, op, m, &p)
+}
+
+// profile profiles op into Config.ProfileDir under label (nothing when it
+// is empty) until the returned stop is called.
+func (h *harness) profile(ctx context.Context, op *Operator, label string) (stop func()) {
+	if h.cfg.ProfileDir == "" {
+		return func() {}
 	}
-	p.Server, err = h.window(ctx, func() error { return fn(&p, before) })
-	p.Client = op.Counter.Snapshot().Sub(clientBefore)
-	if err != nil {
-		return p, err
+	pctx, cancel := context.WithCancel(ctx)
+	profiled := op.Profile(pctx, h.cfg.ProfileDir, label)
+	return func() {
+		cancel()
+		if err := <-profiled; err != nil {
+			h.cfg.Logf("%s: profiling %s: %v", op.Name, label, err)
+		}
 	}
-	cpu, err := op.CPUSince(cpuBefore)
+}
+
+// mark is where a measured window starts: an operator's figures so far.
+// The zero mark is that of a process yet to start, but for the control
+// plane's CPU.
+type mark struct {
+	stats        OperatorStats
+	client       Counts
+	cpu          CPUReading
+	controlPlane time.Duration
+}
+
+// mark reads op's figures (op nil: the zero mark of an operator about to
+// start).
+func (h *harness) mark(ctx context.Context, op *Operator) (mark, error) {
+	var m mark
+	var err error
+	if m.controlPlane, err = h.controlPlaneCPU(); err != nil || op == nil {
+		return m, err
+	}
+	if m.stats, err = op.Stats(ctx); err != nil {
+		return m, err
+	}
+	m.client = op.Counter.Snapshot()
+	m.cpu, err = op.ReadCPU()
+	return m, err
+}
+
+// since fills p with op's figures since m (all but Elapsed, Server and
+// Progress, which the window sets).
+func (h *harness) since(ctx context.Context, op *Operator, m mark, p *Phase) error {
+	p.Client = op.Counter.Snapshot().Sub(m.client)
+	cpu, err := op.CPUSince(m.cpu)
 	if err != nil {
-		return p, err
+		return err
 	}
 	p.CPU, p.CPUScrapes = cpu.CPU, cpu.Scrapes
-	cpAfter, err := h.controlPlaneCPU()
+	cp, err := h.controlPlaneCPU()
 	if err != nil {
-		return p, err
+		return err
 	}
-	p.ControlPlaneCPU = cpAfter - cpBefore
+	p.ControlPlaneCPU = cp - m.controlPlane
 	after, err := op.Stats(ctx)
 	if err != nil {
-		return p, err
+		return err
 	}
-	p.Reconciles = int(after.Reconciles - before.Reconciles)
-	lat := after.ReconcileTime.Sub(before.ReconcileTime)
+	p.Reconciles = int(after.Reconciles - m.stats.Reconciles)
+	lat := after.ReconcileTime.Sub(m.stats.ReconcileTime)
 	if lat.Count() > 0 {
 		p.ReconcileP50 = time.Duration(lat.Quantile(0.5) * float64(time.Second))
 		p.ReconcileP99 = time.Duration(lat.Quantile(0.99) * float64(time.Second))
 	}
-	return p, nil
+	return nil
 }
 
 // controlPlaneCPU is the CPU time the control plane's processes used so
@@ -695,10 +764,13 @@ func (h *harness) controlPlaneCPU() (time.Duration, error) {
 
 // waitReady waits until every WebApp in ns is Ready for its current
 // generation (when the operator records observedGeneration) and, when
-// image is set, every Deployment in ns runs image and is rolled out.
-func (h *harness) waitReady(ctx context.Context, ns, image string) error {
+// image is set, every Deployment in ns runs image and is rolled out. It
+// records the count of ready WebApps (or rolled-out Deployments) since
+// start in p.Progress.
+func (h *harness) waitReady(ctx context.Context, ns, image string, start time.Time, p *Phase) error {
 	readyNow := 0
 	err := pollEvery(ctx, h.readyInterval(), h.cfg.Timeout, func() (bool, error) {
+		defer func() { p.Progress = record(p.Progress, Sample{At: time.Since(start), N: readyNow}) }()
 		var list webappv1.WebAppList
 		if err := h.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err
@@ -746,12 +818,12 @@ func (h *harness) update(ctx context.Context, op *Operator, ns string) (Phase, e
 			return fmt.Errorf("updating WebApps: %w", err)
 		}
 		if h.cfg.ControllerManager {
-			if err := h.waitReady(ctx, ns, UpdatedImage); err != nil {
+			if err := h.waitReady(ctx, ns, UpdatedImage, start, p); err != nil {
 				return err
 			}
 			p.Elapsed = time.Since(start)
 		}
-		_, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout)
+		_, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout, nil)
 		if !h.cfg.ControllerManager {
 			p.Elapsed = time.Since(start) - h.cfg.QuietFor
 		}
@@ -773,7 +845,7 @@ func (h *harness) delete(ctx context.Context, op *Operator, ns string) (Phase, e
 		}); err != nil {
 			return fmt.Errorf("deleting the WebApps in %s: %w", ns, err)
 		}
-		if err := poll(ctx, h.cfg.Timeout, func() (bool, error) {
+		if err := pollEvery(ctx, h.readyInterval(), h.cfg.Timeout, func() (bool, error) {
 			var list webappv1.WebAppList
 			err := h.c.List(ctx, &list, client.InNamespace(ns))
 			return err == nil && len(list.Items) == 0, err
@@ -781,7 +853,7 @@ func (h *harness) delete(ctx context.Context, op *Operator, ns string) (Phase, e
 			return fmt.Errorf("waiting for the %s operator to finalize the WebApps: %w", op.Name, err)
 		}
 		p.Elapsed = time.Since(start)
-		_, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout)
+		_, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout, nil)
 		return err
 	})
 }
@@ -798,12 +870,12 @@ func (h *harness) converge(ctx context.Context, op *Operator, ns string) (Phase,
 			return fmt.Errorf("creating WebApps: %w", err)
 		}
 		if h.cfg.ControllerManager {
-			if err := h.waitReady(ctx, ns, ""); err != nil {
+			if err := h.waitReady(ctx, ns, "", start, p); err != nil {
 				return err
 			}
 			p.Elapsed = time.Since(start)
 		}
-		_, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout)
+		_, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout, nil)
 		if !h.cfg.ControllerManager {
 			p.Elapsed = time.Since(start) - h.cfg.QuietFor
 		}
@@ -822,7 +894,7 @@ func (h *harness) resync(ctx context.Context, op *Operator, ns string) (Phase, e
 		}); err != nil {
 			return fmt.Errorf("annotating WebApps: %w", err)
 		}
-		_, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout)
+		_, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout, nil)
 		p.Elapsed = time.Since(start) - h.cfg.QuietFor
 		return err
 	})

@@ -232,8 +232,8 @@ func (op *Operator) RSS() (int64, error) {
 // WaitQuiet waits until the operator has run at least minReconciles
 // reconciles in total, its queues are empty, nothing is running, no
 // request is in flight, and neither its reconcile count nor its request
-// count has moved for quietFor.
-func (op *Operator) WaitQuiet(ctx context.Context, minReconciles float64, quietFor, timeout time.Duration) (OperatorStats, error) {
+// count has moved for quietFor. observe, unless nil, sees every reading.
+func (op *Operator) WaitQuiet(ctx context.Context, minReconciles float64, quietFor, timeout time.Duration, observe func(OperatorStats)) (OperatorStats, error) {
 	var last OperatorStats
 	lastRequests := -1
 	var since time.Time
@@ -247,6 +247,9 @@ func (op *Operator) WaitQuiet(ctx context.Context, minReconciles float64, quietF
 		s, err := op.Stats(ctx)
 		if err != nil {
 			return false, nil //nolint:nilerr // metrics not served yet: poll again
+		}
+		if observe != nil {
+			observe(s)
 		}
 		requests := op.Counter.Snapshot().Total()
 		if s.Busy > 0 || op.Counter.InFlight() > 0 || s.Reconciles < minReconciles || s.Reconciles != last.Reconciles || requests != lastRequests {

@@ -370,6 +370,13 @@ func (r *Report) Markdown() string {
 	row4("mutating requests per WebApp, events left out", perObject(int(noEvents(res.Raw.Client)), n),
 		func(i ImplResult) float64 { return noEvents(i.Converge.Client) }, per)
 	row4("conflicts (409)", fmt.Sprint(res.Raw.Client.Conflicts()), func(i ImplResult) float64 { return float64(i.Converge.Client.Conflicts()) }, count)
+	figures := r.Figures(nil)
+	embed := func(f Figure) {
+		if !f.Empty() {
+			b.WriteString("\n" + f.Markdown())
+		}
+	}
+	embed(figures[0])
 	b.WriteString("\n")
 
 	b.WriteString("## 3. CPU and reconcile latency\n\n")
@@ -396,6 +403,7 @@ func (r *Report) Markdown() string {
 		row3("reconcile p99, "+ph.name, func(i ImplResult) float64 { return float64(ph.get(i).ReconcileP99) }, msf)
 	}
 	row3("CPU of one metrics read (taken out above)", func(i ImplResult) float64 { return float64(i.ScrapeCPU) }, msf)
+	embed(figures[1])
 	b.WriteString("\n")
 	if res.Ours.Converge.ControlPlaneCPU > 0 {
 		b.WriteString("What the same phases cost the cluster: user+sys CPU of kube-apiserver and etcd over each phase (the\n")
@@ -467,6 +475,7 @@ func (r *Report) Markdown() string {
 	if gcMissed {
 		b.WriteString("\n† no GC cycle completed within the wait: the figure is from the last cycle before it.\n")
 	}
+	embed(figures[2])
 	b.WriteString("\n")
 
 	b.WriteString("## 5. Hot paths (`go test -bench -benchmem`)\n\n")

@@ -1,8 +1,11 @@
 // Command bench measures the WebApp example operator's API traffic and
 // memory against a tutorial-style baseline on a local kwok cluster, and
-// writes the table to docs/performance.md. `make bench` runs it.
+// writes the table to docs/performance.md and its figures to
+// docs/performance/. `make bench` runs it; `make bench-scale` runs it
+// with -scale (bench.RunScale), which writes a section of its own.
 //
 //	cd bench && go run ./cmd/bench -n 100
+//	cd bench && go run ./cmd/bench -scale -n 300
 //
 // It starts its own cluster with hack/cluster.sh (CLUSTER_NAME=bench,
 // CLUSTER_DIR=.cluster/bench) and always tears it down, unless -use-cluster
@@ -120,6 +123,7 @@ type options struct {
 	reconcilers           int
 	peers                 string
 	raw, update           bool
+	scale                 bool
 }
 
 func run() error {
@@ -136,12 +140,13 @@ func run() error {
 	flag.BoolVar(&o.baselineFirst, "baseline-first", false, "run the baseline before the reconcilekit operator")
 	flag.IntVar(&o.clusterQPS, "cluster-qps", 1000, "client QPS (burst twice that) of the bench cluster's kube-controller-manager and kube-scheduler, so that the operator and not the cluster bounds convergence (0: their defaults, 20 and 50 QPS)")
 	flag.UintVar(&o.registryShards, "registry-shards", 16, "the idiomatic peer's route registry: this many ConfigMaps, as the example operator's (webapp-registry-00..15); 0: the single ConfigMap webapp-registry")
-	flag.StringVar(&o.peers, "peers", "reconcilekit,idiomatic,baseline", "the operators to run (reconcilekit always; \"reconcilekit\" alone for a scale run, reported without ratios)")
+	flag.StringVar(&o.peers, "peers", "reconcilekit,idiomatic,baseline", "the operators to run (reconcilekit always; without -scale, \"reconcilekit\" alone is reported without ratios; with -scale, leaving out baseline saves its own fleet's convergence)")
 	flag.BoolVar(&o.raw, "raw", true, "run the raw client's reference (the cluster's floor) first")
 	flag.BoolVar(&o.update, "update", true, "run the image update phase")
 	flag.IntVar(&o.reconcilers, "reconcilers", 4, "WebApps each operator reconciles at once (--max-concurrent-reconciles, the same for all three)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write each operator's CPU profile of every phase and its heap after it here, for `go tool pprof` (profiling costs CPU: report the figures of a run without it)")
-	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other) to -out, and exit")
+	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other; with -scale, one scale report) to -out, and exit")
+	flag.BoolVar(&o.scale, "scale", false, "the scale run (make bench-scale): reconcilekit converges -n WebApps from zero, each operator restarts over them, reconcilekit deletes them; written to its own section of -out")
 	flag.Parse()
 	if o.n < 1 {
 		return errors.New("-n must be at least 1")
@@ -169,15 +174,18 @@ func run() error {
 		return err
 	}
 	if o.render != "" {
-		var reports []*bench.Report
-		for _, path := range strings.Split(o.render, ",") {
-			b, err := os.ReadFile(path)
-			if err != nil {
+		if o.scale {
+			var report bench.ScaleReport
+			if err := readJSON(o.render, &report); err != nil {
 				return err
 			}
+			return writeScale(repo, o.out, logf, &report)
+		}
+		var reports []*bench.Report
+		for _, path := range strings.Split(o.render, ",") {
 			var report bench.Report
-			if err := json.Unmarshal(b, &report); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+			if err := readJSON(path, &report); err != nil {
+				return err
 			}
 			reports = append(reports, &report)
 		}
@@ -190,7 +198,7 @@ func run() error {
 	}
 
 	var micro []bench.Micro
-	if o.micro {
+	if o.micro && !o.scale {
 		logf("microbenchmarks (before the cluster starts, so they have the CPUs)")
 		if micro, err = bench.RunMicro(ctx, repo, bench.MicroBenchmarks); err != nil {
 			return err
@@ -246,8 +254,12 @@ func run() error {
 	}
 	if o.kubeconfig == "" {
 		// Room for every pod of a phase, twice over for the image update's
-		// surge, plus headroom: by pod count, then by CPU.
+		// surge (a scale run has none), plus headroom: by pod count, then
+		// by CPU.
 		pods := 2*o.n + 100
+		if o.scale {
+			pods = o.n + 100
+		}
 		if err := kwoknodes.Ensure(ctx, cfg, pods, "bench-node"); err != nil {
 			return err
 		}
@@ -323,6 +335,22 @@ func run() error {
 	if !peers["baseline"] {
 		bc.Baseline = nil
 	}
+	if o.scale {
+		start := time.Now()
+		res, err := bench.RunScale(ctx, cfg, bc)
+		if err != nil {
+			return fmt.Errorf("%w (operator logs are in %s)", err, work)
+		}
+		report := bench.ScaleReport{
+			Command:   "cd bench && go run ./cmd/bench " + strings.Join(os.Args[1:], " "),
+			Machine:   machine,
+			LoadAfter: bench.DescribeMachine("", "").LoadAvg,
+			Took:      time.Since(start),
+			Result:    res,
+		}
+		save(filepath.Join(repo, ".cluster", "bench", fmt.Sprintf("scale-n%d.json", o.n)), &report, logf)
+		return writeScale(repo, o.out, logf, &report)
+	}
 	res, err := bench.Run(ctx, cfg, bc)
 	if err != nil {
 		return fmt.Errorf("%w (operator logs are in %s)", err, work)
@@ -334,15 +362,31 @@ func run() error {
 		Result:    res,
 		Micro:     micro,
 	}
-	saved := filepath.Join(repo, ".cluster", "bench", fmt.Sprintf("report-n%d.json", o.n))
-	if b, err := json.MarshalIndent(&report, "", "  "); err == nil && os.WriteFile(saved, b, 0o644) == nil {
-		logf("saved the measurements to %s (re-render with -render)", saved)
-	}
+	save(filepath.Join(repo, ".cluster", "bench", fmt.Sprintf("report-n%d.json", o.n)), &report, logf)
 	return write(repo, o.out, logf, &report)
 }
 
+// save writes report as JSON to path, for -render, and logs it.
+func save(path string, report any, logf func(string, ...any)) {
+	if b, err := json.MarshalIndent(report, "", "  "); err == nil && os.WriteFile(path, b, 0o644) == nil {
+		logf("saved the measurements to %s (re-render with -render)", path)
+	}
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
 // write prints the reports, one after the other, and writes them to out
-// (relative to repo).
+// (relative to repo) in place of the page's three-peer part, and the first
+// one's figures and measurements to the page's FigureDir.
 func write(repo, out string, logf func(string, ...any), reports ...*bench.Report) error {
 	var parts []string
 	for i, r := range reports {
@@ -357,32 +401,129 @@ func write(repo, out string, logf func(string, ...any), reports ...*bench.Report
 	if out == "" {
 		return nil
 	}
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(repo, out)
+	out = abs(repo, out)
+	var scale *bench.ScaleReport
+	if err := readJSON(dataFile(out, "scale"), &scale); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
-	if old, err := os.ReadFile(out); err == nil {
-		md = keepAnalysis(string(old), md)
+	if err := figures(out, "bench", reports[0], reports[0].Figures(scale), logf); err != nil {
+		return err
 	}
-	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+	return rewrite(out, func(p page) page { p.main = md; return p }, logf)
+}
+
+// writeScale prints the scale report and writes it to out (relative to
+// repo) in place of the page's scale section, and its figures and
+// measurements to the page's FigureDir.
+func writeScale(repo, out string, logf func(string, ...any), report *bench.ScaleReport) error {
+	md := report.Markdown()
+	fmt.Print(md)
+	if out == "" {
+		return nil
+	}
+	out = abs(repo, out)
+	var three *bench.Report
+	if err := readJSON(dataFile(out, "bench"), &three); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := figures(out, "scale", report, report.Figures(three), logf); err != nil {
+		return err
+	}
+	return rewrite(out, func(p page) page { p.scale = scaleMarker + "\n" + md; return p }, logf)
+}
+
+func abs(repo, path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(repo, path)
+}
+
+// dataFile is where the measurements behind the page out are kept, next to
+// its figures (name: "bench" or "scale"): each run's heap figure plots the
+// other's points too, and -render redraws the page from them.
+func dataFile(out, name string) string {
+	return filepath.Join(filepath.Dir(out), bench.FigureDir, name+".json")
+}
+
+// figures writes the run's measurements (report, as JSON, to dataFile) and
+// its non-empty figures to the FigureDir next to out.
+func figures(out, name string, report any, figs []bench.Figure, logf func(string, ...any)) error {
+	dir := filepath.Join(filepath.Dir(out), bench.FigureDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(report, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(dataFile(out, name), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	for _, f := range figs {
+		if f.Empty() {
+			continue
+		}
+		svg, err := f.SVG()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.File), svg, 0o644); err != nil {
+			return err
+		}
+	}
+	logf("wrote the figures and measurements to %s", dir)
+	return nil
+}
+
+// rewrite applies edit to the page at out (empty when it does not exist)
+// and writes it back.
+func rewrite(out string, edit func(page) page, logf func(string, ...any)) error {
+	old, err := os.ReadFile(out)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(edit(splitPage(string(old))).String()), 0o644); err != nil {
 		return err
 	}
 	logf("wrote %s", out)
 	return nil
 }
 
-// analysisMarker starts the hand-written part of the page (what the
-// figures mean, where reconcilekit is behind and why), which a new run
-// keeps: the figures are regenerated, the reading of them is not.
-const analysisMarker = "<!-- analysis: written by hand, kept by make bench -->"
+// The page's parts after the three-peer figures start at these markers:
+// the scale run's section, which make bench keeps and make bench-scale
+// regenerates, then the hand-written part (what the figures mean, where
+// reconcilekit is behind and why), which both keep.
+const (
+	scaleMarker    = "<!-- scale: generated by make bench-scale, kept by make bench -->"
+	analysisMarker = "<!-- analysis: written by hand, kept by make bench -->"
+)
 
-// keepAnalysis appends old's hand-written part, from analysisMarker on, to
-// the freshly rendered md.
-func keepAnalysis(old, md string) string {
-	i := strings.Index(old, analysisMarker)
-	if i < 0 {
-		return md
+// page is docs/performance.md in its three parts, each from its marker on
+// (main from the start); a missing part is empty.
+type page struct{ main, scale, analysis string }
+
+func splitPage(s string) page {
+	var p page
+	if i := strings.Index(s, analysisMarker); i >= 0 {
+		s, p.analysis = s[:i], s[i:]
 	}
-	return strings.TrimRight(md, "\n") + "\n\n" + old[i:]
+	if i := strings.Index(s, scaleMarker); i >= 0 {
+		s, p.scale = s[:i], s[i:]
+	}
+	p.main = s
+	return p
+}
+
+// String joins the parts, a blank line between each two.
+func (p page) String() string {
+	var parts []string
+	for _, part := range []string{p.main, p.scale, p.analysis} {
+		if part = strings.TrimRight(part, "\n"); part != "" {
+			parts = append(parts, part)
+		}
+	}
+	return strings.Join(parts, "\n\n") + "\n"
 }
 
 // clusterEnv is the environment of hack/cluster.sh for the bench's own

@@ -1,17 +1,30 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 )
 
-func TestKeepAnalysis(t *testing.T) {
-	fresh := "# Performance\n\nnew figures\n"
-	assert.Equal(t, fresh, keepAnalysis("# Performance\n\nold figures\n", fresh), "no marker: the fresh page alone")
-	old := "# Performance\n\nold figures\n\n" + analysisMarker + "\n## Where we are behind\n\nwhy\n"
-	assert.Equal(t, "# Performance\n\nnew figures\n\n"+analysisMarker+"\n## Where we are behind\n\nwhy\n", keepAnalysis(old, fresh),
+// TestPage: make bench rewrites the three-peer part of the page and make
+// bench-scale its scale section; each keeps the other's and the
+// hand-written analysis.
+func TestPage(t *testing.T) {
+	bench := func(p page) page { p.main = "# Performance\n\nnew figures\n"; return p }
+	scale := func(p page) page { p.scale = scaleMarker + "\n## N = 10\n\nnew scale\n"; return p }
+	assert.Equal(t, "# Performance\n\nnew figures\n", bench(splitPage("# Performance\n\nold figures\n")).String(),
+		"no marker: the fresh page alone")
+	assert.Equal(t, "# Performance\n\nnew figures\n", bench(splitPage("")).String(), "no page yet")
+
+	old := "# Performance\n\nold figures\n\n" + analysisMarker + "\n## Reading\n\nwhy\n"
+	assert.Equal(t, "# Performance\n\nnew figures\n\n"+analysisMarker+"\n## Reading\n\nwhy\n", bench(splitPage(old)).String(),
 		"the hand-written part follows the new figures")
+	withScale := "# Performance\n\nold figures\n\n" + scaleMarker + "\n## N = 10\n\nnew scale\n\n" + analysisMarker + "\n## Reading\n\nwhy\n"
+	assert.Equal(t, withScale, scale(splitPage(old)).String(), "the scale section goes between the figures and the analysis")
+	assert.Equal(t, withScale, scale(splitPage(withScale)).String(), "a new scale run replaces the section")
+	assert.Equal(t, strings.Replace(withScale, "old figures", "new figures", 1), bench(splitPage(withScale)).String(),
+		"make bench keeps the scale section")
 }
 
 func TestParsePeers(t *testing.T) {
