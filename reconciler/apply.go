@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,7 +19,9 @@ import (
 // as [Scope.Rollout] judges it: Continue once the applied generation is
 // rolled out, Wait while it rolls out, Terminal when it failed. s.Client
 // reads this pass's own writes, so the verdict is on the generation just
-// applied, never on an older cached copy.
+// applied, never on an older cached copy; when the cache has not seen the
+// object at all and the apply wrote nothing (the API server's copy already
+// matched), it is read from the API server (Options.APIReader).
 //
 // live is an empty object of desired's kind (&appsv1.Deployment{}), filled
 // in for the step to copy status from; nil when the step needs only the
@@ -46,7 +49,15 @@ func (s *Scope[T]) applyAndJudge(ctx context.Context, desired runtime.ApplyConfi
 	} else if got, err := apiutil.GVKForObject(live, s.applier.Scheme); err != nil || got.GroupKind() != gvk.GroupKind() {
 		return Retry(fmt.Errorf("reading %s: live is a %T, not a %s", desc, live, gvk.GroupKind()))
 	}
-	if err := s.Client.Get(ctx, key, live); err != nil {
+	err = s.Client.Get(ctx, key, live)
+	if apierrors.IsNotFound(err) && s.APIReader != nil {
+		// The apply succeeded, so the object exists; the cache has not seen
+		// it yet and the apply wrote nothing the pass could read back (the
+		// object, read from the API server, already matched). Common after
+		// an API-server outage, while the informers relist.
+		err = s.APIReader.Get(ctx, key, live)
+	}
+	if err != nil {
 		return Retry(fmt.Errorf("reading %s after applying it: %w", desc, err))
 	}
 	return judge(live)
