@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/rest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,34 +69,7 @@ func repoRoot() string {
 func TestHarnessSmoke(t *testing.T) {
 	testenv.Require(t)
 	const n = 3
-	dir := t.TempDir()
-	ours := filepath.Join(dir, "webapp-operator")
-	// examples/ is a module of its own (examples/go.mod).
-	build := exec.Command("go", "build", "-o", ours, "./webapp")
-	build.Dir = filepath.Join(repoRoot(), "examples")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build ./examples/webapp:\n%s", out)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := bench.Run(ctx, env.Config, bench.Config{
-		N: n, Unrelated: 10, Workers: 4, QuietFor: 500 * time.Millisecond, Timeout: 30 * time.Second, WorkDir: dir,
-		Logf: t.Logf,
-		Ours: func(addr string) []string {
-			return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0",
-				"--enable-webhooks=false", "--namespace=" + bench.SystemNamespace}
-		},
-		Idiomatic: func(addr string) []string { return []string{os.Args[0], idiomaticArg, addr} },
-		Baseline:  func(addr string) []string { return []string{os.Args[0], childArg, addr} },
-	})
-	if err != nil {
-		for _, name := range []string{"reconcilekit", "idiomatic", "baseline"} {
-			if b, rerr := os.ReadFile(filepath.Join(dir, name+".log")); rerr == nil {
-				t.Logf("%s operator log:\n%s", name, b)
-			}
-		}
-	}
-	require.NoError(t, err)
+	res := runSmoke(t, bench.Run, bench.Config{N: n, Unrelated: 10})
 
 	// The raw client created exactly one Deployment and one Service per app.
 	assert.Equal(t, map[string]int{"create": 2 * n}, mutatingByVerb(res.Raw.Client))
@@ -172,32 +146,7 @@ func TestHarnessSmoke(t *testing.T) {
 func TestScaleSmoke(t *testing.T) {
 	testenv.Require(t)
 	const n = 3
-	dir := t.TempDir()
-	ours := filepath.Join(dir, "webapp-operator")
-	build := exec.Command("go", "build", "-o", ours, "./webapp")
-	build.Dir = filepath.Join(repoRoot(), "examples")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build ./examples/webapp:\n%s", out)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := bench.RunScale(ctx, env.Config, bench.Config{
-		N: n, Workers: 4, QuietFor: 500 * time.Millisecond, Timeout: 30 * time.Second, WorkDir: dir, Logf: t.Logf,
-		Ours: func(addr string) []string {
-			return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0",
-				"--enable-webhooks=false", "--namespace=" + bench.SystemNamespace}
-		},
-		Idiomatic: func(addr string) []string { return []string{os.Args[0], idiomaticArg, addr} },
-		Baseline:  func(addr string) []string { return []string{os.Args[0], childArg, addr} },
-	})
-	if err != nil {
-		for _, name := range []string{"reconcilekit", "idiomatic", "baseline"} {
-			if b, rerr := os.ReadFile(filepath.Join(dir, name+".log")); rerr == nil {
-				t.Logf("%s operator log:\n%s", name, b)
-			}
-		}
-	}
-	require.NoError(t, err)
+	res := runSmoke(t, bench.RunScale, bench.Config{N: n})
 
 	assert.Positive(t, res.Converge.Client.Mutating(), "reconcilekit converged without writing")
 	assert.Equal(t, n, res.Registry.Entries)
@@ -247,4 +196,38 @@ func mutatingByKey(c bench.Counts) map[string]int {
 		}
 	}
 	return out
+}
+
+// runSmoke builds the WebApp operator and runs run (bench.Run or
+// bench.RunScale) with cfg against envtest, every peer with 4 workers and
+// short timings; on failure it logs each operator's log.
+func runSmoke[R any](t *testing.T, run func(context.Context, *rest.Config, bench.Config) (R, error), cfg bench.Config) R {
+	t.Helper()
+	dir := t.TempDir()
+	ours := filepath.Join(dir, "webapp-operator")
+	// examples/ is a module of its own (examples/go.mod).
+	build := exec.Command("go", "build", "-o", ours, "./webapp")
+	build.Dir = filepath.Join(repoRoot(), "examples")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build ./examples/webapp:\n%s", out)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg.Workers, cfg.QuietFor, cfg.Timeout, cfg.WorkDir, cfg.Logf = 4, 500*time.Millisecond, 90*time.Second, dir, t.Logf
+	cfg.Ours = func(addr string) []string {
+		return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0",
+			"--enable-webhooks=false", "--namespace=" + bench.SystemNamespace}
+	}
+	cfg.Idiomatic = func(addr string) []string { return []string{os.Args[0], idiomaticArg, addr} }
+	cfg.Baseline = func(addr string) []string { return []string{os.Args[0], childArg, addr} }
+	res, err := run(ctx, env.Config, cfg)
+	if err != nil {
+		for _, name := range []string{"reconcilekit", "idiomatic", "baseline"} {
+			if b, rerr := os.ReadFile(filepath.Join(dir, name+".log")); rerr == nil {
+				t.Logf("%s operator log:\n%s", name, b)
+			}
+		}
+	}
+	require.NoError(t, err)
+	return res
 }
