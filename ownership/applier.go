@@ -73,6 +73,7 @@ type options struct {
 	ignore   []string
 	adopt    bool
 	notOwned bool
+	labels   map[string]string
 }
 
 // IgnoreFields leaves these fields to others (e.g. "spec.replicas" for a
@@ -87,6 +88,22 @@ type options struct {
 // be ignored.
 func IgnoreFields(paths ...string) ApplyOption {
 	return func(o *options) { o.ignore = append(o.ignore, paths...) }
+}
+
+// OwnerLabel makes Apply set the label key=value on the object as part of
+// the desired configuration (compared, and applied on drift, like every
+// field desired sets): a label that follows the owner onto what it
+// controls, such as the owner's shard range (sharding.RangeLabel) that lets
+// each replica cache only its owners' objects. It is ignored with
+// [NotOwned]: an object several owners may write cannot carry each one's
+// value.
+func OwnerLabel(key, value string) ApplyOption {
+	return func(o *options) {
+		if o.labels == nil {
+			o.labels = map[string]string{}
+		}
+		o.labels[key] = value
+	}
 }
 
 // Apply makes the live object match desired in every field desired sets,
@@ -151,6 +168,7 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		if err := setControllerRef(md, ownerRef, gvk.Kind, key); err != nil {
 			return "", err
 		}
+		setLabels(md, o.labels)
 	}
 	if err := finish(config, ignore); err != nil {
 		return "", fmt.Errorf("apply %s: %w", desc, err)
@@ -405,6 +423,22 @@ func setControllerRef(md map[string]any, ref metav1.OwnerReference, kind string,
 		"controller": true, "blockOwnerDeletion": true,
 	})
 	return nil
+}
+
+// setLabels adds labels to desired's metadata md, over any of the same
+// keys desired sets.
+func setLabels(md map[string]any, labels map[string]string) {
+	if len(labels) == 0 {
+		return
+	}
+	l, _ := md["labels"].(map[string]any)
+	if l == nil {
+		l = map[string]any{}
+		md["labels"] = l
+	}
+	for k, v := range labels {
+		l[k] = v
+	}
 }
 
 func stringAt(m map[string]any, k string) string {

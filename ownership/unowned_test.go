@@ -48,3 +48,24 @@ func TestNotOwned(t *testing.T) {
 	_, err = f.a.Apply(f.ctx, clusterOwner, configMap("archive", nil), ownership.NotOwned())
 	assert.ErrorContains(t, err, "metadata.namespace: Required value: owner is cluster-scoped")
 }
+
+// OwnerLabel labels an owned object on creation, labels an existing one on
+// its next apply (drift), then compares equal; NotOwned ignores it.
+func TestOwnerLabel(t *testing.T) {
+	f := setup(t)
+	label := ownership.OwnerLabel("example.com/range", "7")
+	cm := &corev1.ConfigMap{}
+	require.Equal(t, ownership.Created, f.apply(t, configMap("new", nil), label))
+	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "new"}, cm))
+	assert.Equal(t, "7", cm.Labels["example.com/range"])
+	f.requireUnchanged(t, configMap("new", nil), label)
+
+	f.apply(t, configMap("older", nil))
+	require.Equal(t, ownership.Updated, f.apply(t, configMap("older", nil), label), "an object applied without the label gets it")
+	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "older"}, cm))
+	assert.Equal(t, "7", cm.Labels["example.com/range"])
+
+	f.apply(t, configMap("shared", nil), ownership.NotOwned(), label)
+	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "shared"}, cm))
+	assert.NotContains(t, cm.Labels, "example.com/range")
+}

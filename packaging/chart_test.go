@@ -216,6 +216,15 @@ func TestChartValues(t *testing.T) {
 	// The default render passes none of those flags: they are the defaults.
 	def := toYAML(t, byKey(t, renderChart(t, nil))["Deployment webapp-system/webapp-controller-manager"])
 	assert.NotContains(t, def, "--webhook-service=")
+	assert.NotContains(t, def, "--sharding")
+
+	// Sharded, as config/sharded: --sharding and the pod's name.
+	sharded := toYAML(t, byKey(t, renderChart(t, map[string]any{"replicaCount": 3, "sharding": map[string]any{"enabled": true}}))["Deployment webapp-system/webapp-controller-manager"])
+	assert.Contains(t, sharded, "\n  replicas: 3\n")
+	assert.Contains(t, sharded, "- --sharding\n")
+	assert.Contains(t, sharded, "- --leader-elect\n")
+	assert.Contains(t, sharded, "name: POD_NAME")
+	assert.Contains(t, sharded, "fieldPath: metadata.name")
 }
 
 func renderChart(t *testing.T, vals map[string]any) []*unstructured.Unstructured {

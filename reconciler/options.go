@@ -12,6 +12,7 @@ import (
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 	"github.com/reconcilekit/reconcilekit/ownership"
+	"github.com/reconcilekit/reconcilekit/sharding"
 )
 
 // Object is what the reconciler works on: a pointer to an API struct with
@@ -113,6 +114,18 @@ type Options[T Object] struct {
 	// as in plain controller-runtime. docs/reconciler.md, "Wake-ups that
 	// find nothing to do".
 	RolloutProgressInterval time.Duration
+	// Shard, if set, makes this replica one of several that share the
+	// objects (experimental, docs/sharding.md): a pass runs only for an
+	// object whose range the Member owns (Member.Begin around the pass; the
+	// pass's context ends if the replica stops renewing its lease), the
+	// watches Builder sets up drop the events of the others' objects,
+	// Scope.Apply labels every owned object with its owner's range
+	// (sharding.RangeLabel) so that it follows its owner, and the objects
+	// of a range this replica acquires are queued. The controller then runs
+	// on every replica, without leader election; add the Member to the
+	// manager (mgr.Add). Each replica's cache still holds every object:
+	// the work splits, the memory does not yet.
+	Shard *sharding.Member
 
 	// Client, APIReader, Scheme and Recorder default to the manager's.
 	// Set Client to a reconcilertest.Client in tests.

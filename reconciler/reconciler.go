@@ -175,12 +175,26 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 			r.wakeups.forget(req.NamespacedName)
 			if last, ok := r.bypassed.take(req.NamespacedName); ok {
 				counted.tracker = nil // nothing is left to wake
+				// The last state has the UID that places it in a range; a
+				// replica that does not own it drops it (the owner's watch
+				// recorded it too).
+				ctx, end, mine := r.beginShard(ctx, last)
+				if !mine {
+					return ctrl.Result{}, nil
+				}
+				defer end()
 				return r.cleanupBypassed(ctx, req.NamespacedName, last, counted)
 			}
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting %s: %w", req, err)
 	}
+	ctx, end, mine := r.beginShard(ctx, obj)
+	if !mine {
+		log.V(1).Info("another replica owns this object's shard range; no pass")
+		return ctrl.Result{}, nil
+	}
+	defer end()
 	cachedRV := obj.GetResourceVersion()
 	if seen, behind := r.seen.behind(req.NamespacedName, obj); behind {
 		log.V(1).Info("cache is behind an earlier pass; reading the object from the API server", "cached", cachedRV, "seen", seen)
@@ -293,12 +307,13 @@ func (r *Reconciler[T]) ownedBy(owner types.NamespacedName, gk schema.GroupKind,
 // scope is the Scope of a pass on obj through the pass's client.
 func (r *Reconciler[T]) scope(obj T, counted *passClient) *Scope[T] {
 	return &Scope[T]{
-		Object:    obj,
-		Client:    counted,
-		APIReader: r.opts.APIReader,
-		Recorder:  r.opts.Recorder,
-		applier:   &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
-		owned:     r.owned,
+		Object:     obj,
+		Client:     counted,
+		APIReader:  r.opts.APIReader,
+		Recorder:   r.opts.Recorder,
+		applier:    &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
+		owned:      r.owned,
+		rangeLabel: r.rangeLabel(obj),
 	}
 }
 

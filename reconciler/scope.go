@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/reconcilekit/reconcilekit/ownership"
+	"github.com/reconcilekit/reconcilekit/sharding"
 )
 
 // Scope is what a step works with during one pass.
@@ -35,6 +37,9 @@ type Scope[T Object] struct {
 
 	applier *ownership.Applier
 	owned   ownedKinds
+	// rangeLabel is the owner's shard range that Apply writes on what it
+	// applies (sharding.RangeLabel), "" without Options.Shard.
+	rangeLabel string
 	// waits are the objects Rollout judged InProgress in the running
 	// step (see Options.RolloutProgressInterval).
 	waits []waited
@@ -43,7 +48,9 @@ type Scope[T Object] struct {
 // Apply applies desired, an apply configuration such as
 // appsv1ac.Deployment(name, namespace), with server-side apply as an object
 // controlled by s.Object, and writes nothing when the live object already
-// matches (ownership.Applier.Apply). A kind Options.Owns does not declare
+// matches (ownership.Applier.Apply). With Options.Shard, the object is
+// labelled with the owner's range (ownership.OwnerLabel,
+// sharding.RangeLabel), unless it is applied NotOwned. A kind Options.Owns does not declare
 // is an *UndeclaredKindError, never read or written. An
 // *ownership.AdoptionRefusedError returned as Retry stalls the pass
 // (ReasonAdoptionRefused).
@@ -54,6 +61,9 @@ func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration
 	}
 	if err := s.owned.check(gvk.GroupKind()); err != nil {
 		return "", err
+	}
+	if s.rangeLabel != "" {
+		opts = append(slices.Clip(opts), ownership.OwnerLabel(sharding.RangeLabel, s.rangeLabel))
 	}
 	return s.applier.Apply(ctx, s.Object, desired, opts...)
 }

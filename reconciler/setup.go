@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
@@ -37,13 +38,24 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 // back: at most one pass per Options.RolloutProgressInterval). Creates, deletes and every other update
 // start a pass as before. docs/reconciler.md, "Wake-ups that find nothing
 // to do".
+//
+// With Options.Shard, the For and Owns watches also drop the events of
+// objects in ranges this replica does not own, a source queues the
+// objects of each range it acquires, and the controller runs without
+// leader election (controller.Options.NeedLeaderElection false: a later
+// WithOptions must keep it so).
 func (r *Reconciler[T]) Builder(mgr manager.Manager) *builder.Builder {
-	b := builder.ControllerManagedBy(mgr).Named(r.opts.Name).For(r.newObject(), builder.WithPredicates(r.wakeupFilter(r.newObject(), false)...))
+	b := builder.ControllerManagedBy(mgr).Named(r.opts.Name).
+		For(r.newObject(), builder.WithPredicates(append(r.shardFilter(false), r.wakeupFilter(r.newObject(), false)...)...))
 	if len(r.opts.Cleanup) > 0 {
 		b = b.Watches(r.newObject(), r.DeletedWithFinalizer())
 	}
 	for _, o := range r.opts.Owns {
-		b = b.Owns(o, builder.WithPredicates(r.wakeupFilter(o, true)...))
+		b = b.Owns(o, builder.WithPredicates(append(r.shardFilter(true), r.wakeupFilter(o, true)...)...))
+	}
+	if r.opts.Shard != nil {
+		b = b.WatchesRawSource(shardSource[T]{r: r}).
+			WithOptions(controller.Options{NeedLeaderElection: new(false)})
 	}
 	for _, src := range r.ReferenceSources() {
 		b = b.WatchesRawSource(src)

@@ -2,9 +2,9 @@
 // reconciles (and, with the selectors below, caches) only the objects in
 // the hash ranges it owns, and no two replicas ever own the same range.
 //
-// Experimental: this is the library core of issue #31. It is not yet wired
-// into reconciler.Options, and its API may change in any release (it is not
-// listed in docs/compatibility.md).
+// Experimental: this is the library core of issue #31, used by the
+// reconciler through reconciler.Options.Shard; its API may change in any
+// release (it is not listed in docs/compatibility.md).
 //
 // The pieces, from the bottom up:
 //

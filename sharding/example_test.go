@@ -45,8 +45,10 @@ func ExampleLabelSelector() {
 }
 
 // A Member joins the manager of every replica, and a reconciler runs a pass
-// only for the objects its replica owns. (The kit will do this wiring; this
-// is the shape of it.)
+// only for the objects its replica owns. The kit's reconciler does this (and
+// labels owned objects, and queues a range's objects when it is acquired)
+// with reconciler.Options.Shard; this is the shape of it for a plain
+// controller-runtime reconciler.
 func ExampleMember() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), manager.Options{})
 	if err != nil {

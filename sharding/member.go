@@ -80,9 +80,6 @@ type Options struct {
 	// Logger receives handoffs and lease errors; the zero Logger means
 	// controller-runtime's log.Log.
 	Logger logr.Logger
-	// OnChange, if set, is called from the Member's goroutine with the
-	// owned ranges each time they change, to resync or re-select caches.
-	OnChange func(owned []int)
 }
 
 // Member is one replica's membership in a group: it announces the replica
@@ -117,6 +114,7 @@ type Member struct {
 	passes    map[uint64]*pass
 	nextPass  uint64
 	lastOwned []int
+	onChange  []func(owned []int)
 	// passEnded wakes a leaving replica when a pass ends.
 	passEnded chan struct{}
 }
@@ -279,6 +277,17 @@ func (m *Member) Begin(ctx context.Context, obj client.Object) (passCtx context.
 			}
 		})
 	}, true
+}
+
+// OnChange registers f to be called, from the Member's goroutine, with the
+// owned ranges each time they change: to queue the objects of a range just
+// acquired, or to re-select a cache. f must return promptly (hand the work
+// to another goroutine); it misses the changes made before it was
+// registered, so a caller compares [Member.Owned] with what it knew.
+func (m *Member) OnChange(f func(owned []int)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onChange = append(m.onChange, f)
 }
 
 // Owned returns the ranges this replica owns, in order.
@@ -564,9 +573,12 @@ func (m *Member) report(changes []transition, ownedNow []int) {
 	m.mu.Lock()
 	changed := !slices.Equal(ownedNow, m.lastOwned)
 	m.lastOwned = ownedNow
+	listeners := m.onChange
 	m.mu.Unlock()
-	if changed && m.opts.OnChange != nil {
-		m.opts.OnChange(ownedNow)
+	if changed {
+		for _, f := range listeners {
+			f(slices.Clone(ownedNow))
+		}
 	}
 }
 

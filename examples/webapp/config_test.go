@@ -26,32 +26,7 @@ import (
 // run with leader election behind probes, as the production layout
 // promises.
 func TestDefaultConfigIsRestricted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs kubectl from `make tools`")
-	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	require.NotEmpty(t, assets, "KUBEBUILDER_ASSETS (the tools bin dir, with kubectl) is not set: run `make test-integration`")
-	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", "config/default").CombinedOutput()
-	require.NoError(t, err, "kubectl kustomize config/default: %s", out)
-
-	var manager *appsv1.Deployment
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			break
-		} else {
-			require.NoError(t, err)
-		}
-		if raw["kind"] != "Deployment" {
-			continue
-		}
-		b, err := yaml.Marshal(raw)
-		require.NoError(t, err)
-		manager = &appsv1.Deployment{}
-		require.NoError(t, yaml.Unmarshal(b, manager))
-	}
-	require.NotNil(t, manager, "config/default has the manager Deployment")
+	manager := kustomizeManager(t, "config/default")
 
 	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
 	require.NoError(t, err)
@@ -70,6 +45,59 @@ func TestDefaultConfigIsRestricted(t *testing.T) {
 	assert.False(t, c.Resources.Limits.Memory().IsZero())
 	assert.Equal(t, "webapp-controller-manager", manager.Spec.Template.Spec.ServiceAccountName)
 	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, manager.Spec.Template.Spec.SecurityContext.SeccompProfile.Type)
+}
+
+// kustomizeManager builds dir with kubectl kustomize and returns the
+// manager Deployment in it.
+func kustomizeManager(t *testing.T, dir string) *appsv1.Deployment {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs kubectl from `make tools`")
+	}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	require.NotEmpty(t, assets, "KUBEBUILDER_ASSETS (the tools bin dir, with kubectl) is not set: run `make test-integration`")
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).CombinedOutput()
+	require.NoError(t, err, "kubectl kustomize %s: %s", dir, out)
+
+	var manager *appsv1.Deployment
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var raw map[string]any
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		if raw["kind"] != "Deployment" {
+			continue
+		}
+		b, err := yaml.Marshal(raw)
+		require.NoError(t, err)
+		manager = &appsv1.Deployment{}
+		require.NoError(t, yaml.Unmarshal(b, manager))
+	}
+	require.NotNil(t, manager, "%s has the manager Deployment", dir)
+	return manager
+}
+
+// TestShardedConfig: config/sharded runs three replicas with --sharding,
+// each named by its pod (POD_NAME), and keeps leader election for the
+// rest of the operator.
+func TestShardedConfig(t *testing.T) {
+	manager := kustomizeManager(t, "config/sharded")
+	assert.Equal(t, int32(3), *manager.Spec.Replicas)
+	c := manager.Spec.Template.Spec.Containers[0]
+	assert.Contains(t, c.Args, "--sharding")
+	assert.Contains(t, c.Args, "--leader-elect")
+	var podName *corev1.EnvVar
+	for i := range c.Env {
+		if c.Env[i].Name == "POD_NAME" {
+			podName = &c.Env[i]
+		}
+	}
+	require.NotNil(t, podName, "POD_NAME is set")
+	require.NotNil(t, podName.ValueFrom)
+	assert.Equal(t, "metadata.name", podName.ValueFrom.FieldRef.FieldPath)
 }
 
 // TestConversionWebhookConfig: the CRD converts through the operator's

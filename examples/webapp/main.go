@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -21,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/reconcilekit/reconcilekit/sharding"
 
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
 	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
@@ -39,6 +42,12 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=webapp-operator.apps.example.com,namespace=webapp-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=webapp-system
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch,namespace=webapp-system
+
+// Sharding (--sharding): each replica's Lease, webapp-operator-<pod name>,
+// in the operator's namespace. The Member lists the group's Leases (by
+// label), creates, renews (update) and deletes its own, and deletes one it
+// saw expire; the names are the pods', so not limited by name.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list;update;delete,namespace=webapp-system
 
 // webappCRD is the WebApp CRD: its conversion webhook's caBundle (certs.go)
 // and its storage version migration.
@@ -71,6 +80,8 @@ type flags struct {
 	webhookHost            string
 	enableWebhooks         bool
 	migrateStorage         bool
+	sharding               bool
+	shardIdentity          string
 	certs                  certFlags
 }
 
@@ -93,6 +104,10 @@ func parseFlags() (flags, zap.Options) {
 		"Serve the admission webhooks and the CRD's conversion webhook. Without them, reading a WebApp as apps.example.com/v1 fails unless another process serves /convert.")
 	flag.BoolVar(&f.migrateStorage, "migrate-storage", true,
 		"While leader, whenever the WebApp CRD's status.storedVersions lists a version other than its storage version (at start, and when the CRD is upgraded): rewrite the WebApps in the storage version, then trim storedVersions to it.")
+	flag.BoolVar(&f.sharding, "sharding", false,
+		"Experimental: share the WebApps among the replicas (docs/sharding.md). Each reconciles the WebApps of the hash ranges it owns, announced by a Lease per replica in --namespace; the WebApp controller runs on every replica, without leader election (the certificates and the storage version migration still follow --leader-elect).")
+	flag.StringVar(&f.shardIdentity, "shard-identity", os.Getenv("POD_NAME"),
+		"With --sharding: this replica's name, unique among the running replicas (default: $POD_NAME).")
 	f.certs.bind(flag.CommandLine)
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
@@ -177,12 +192,35 @@ func run() error {
 	// applied, the caBundle the Rotator's leader injects. An informer
 	// created before Start holds the manager in its cache sync, before
 	// either of them runs: the operator would never start.
-	if err := mgr.Add(manager.RunnableFunc(func(context.Context) error {
-		if _, err := controller.Setup(mgr, f.namespace); err != nil {
+	//
+	// Sharded, it is set up on every replica, leader or not: each
+	// reconciles the WebApps of its ranges.
+	var member *sharding.Member
+	if f.sharding {
+		if member, err = sharding.New(sharding.Options{
+			Group: shardGroup, Identity: f.shardIdentity, Namespace: f.namespace,
+			APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(), Logger: ctrl.Log.WithName("sharding"),
+		}); err != nil {
+			return fmt.Errorf("--sharding: %w", err)
+		}
+		if err := mgr.Add(member); err != nil {
+			return err
+		}
+	}
+	setup := func(ctx context.Context) error {
+		if member != nil {
+			logShardFiltering(ctx, mgr.GetAPIReader(), f.namespace)
+		}
+		if _, err := controller.Setup(mgr, f.namespace, member); err != nil {
 			return fmt.Errorf("setting up the WebApp controller: %w", err)
 		}
 		return nil
-	})); err != nil {
+	}
+	var setupRunnable manager.Runnable = manager.RunnableFunc(setup)
+	if member != nil {
+		setupRunnable = everyReplica(setup)
+	}
+	if err := mgr.Add(setupRunnable); err != nil {
 		return err
 	}
 	if f.enableWebhooks {
@@ -209,8 +247,34 @@ func run() error {
 		return err
 	}
 
-	log.Info("starting manager", "namespace", f.namespace, "leaderElection", f.leaderElect, "webhooks", f.enableWebhooks)
+	log.Info("starting manager", "namespace", f.namespace, "leaderElection", f.leaderElect, "webhooks", f.enableWebhooks,
+		"sharding", f.sharding)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// shardGroup names the sharded replicas' group: their Leases are
+// shardGroup-<pod name>, labelled sharding.reconcilekit.io/group=shardGroup.
+const shardGroup = "webapp-operator"
+
+// everyReplica is a runnable the manager starts on every replica, leader
+// or not.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
+
+// logShardFiltering says how the work is split: this operator filters
+// events client-side (every replica caches every WebApp), whether or not
+// the API server could filter its lists and watches by shard.
+func logShardFiltering(ctx context.Context, r client.Reader, namespace string) {
+	log := ctrl.Log.WithName("sharding")
+	serverSide, err := sharding.ServerFilters(ctx, r, namespace)
+	if err != nil {
+		log.Error(err, "probing the API server's shard filter (feature gate ShardedListAndWatch)")
+	}
+	log.Info("sharding the WebApps by client-side filtering: the work splits across the replicas, the cache does not",
+		"serverCanFilter", serverSide)
 }
 
 func envOr(name, fallback string) string {

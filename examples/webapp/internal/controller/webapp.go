@@ -23,6 +23,7 @@ import (
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 	"github.com/reconcilekit/reconcilekit/reconciler"
+	"github.com/reconcilekit/reconcilekit/sharding"
 
 	webappv2 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v2"
 )
@@ -71,12 +72,16 @@ var (
 
 // Setup builds the WebApp reconciler and registers it, with its watches,
 // with mgr. registryNamespace is where the route registry lives (the
-// operator's namespace). The manager's cache must be built with
+// operator's namespace). shard, if not nil, makes this replica one of
+// several that share the WebApps (reconciler.Options.Shard: it reconciles
+// only the WebApps of the ranges shard owns, without leader election);
+// the registry's merge patches of one key each are safe from any number
+// of replicas. The manager's cache must be built with
 // CacheOptions(registryNamespace) (or cache at least what it selects); the
 // database step adds a metadata-only cache of its own for the database
 // Services (reconciler.WaitFor).
-func Setup(mgr ctrl.Manager, registryNamespace string) (*reconciler.Reconciler[*webappv2.WebApp], error) {
-	r, err := New(mgr, reconciler.Options[*webappv2.WebApp]{}, registryNamespace)
+func Setup(mgr ctrl.Manager, registryNamespace string, shard *sharding.Member) (*reconciler.Reconciler[*webappv2.WebApp], error) {
+	r, err := New(mgr, reconciler.Options[*webappv2.WebApp]{Shard: shard}, registryNamespace)
 	if err != nil {
 		return nil, err
 	}

@@ -294,7 +294,7 @@ func startOperator(t *testing.T, ns string) ctrl.Manager {
 		Controller: config.Controller{SkipNameValidation: new(true)},
 	})
 	require.NoError(t, err)
-	_, err = controller.Setup(mgr, ns)
+	_, err = controller.Setup(mgr, ns, nil)
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -1,0 +1,267 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/reconcilekit/reconcilekit/conditions"
+	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
+	"github.com/reconcilekit/reconcilekit/reconciler"
+	"github.com/reconcilekit/reconcilekit/sharding"
+)
+
+const shardRanges = 16
+
+// passLedger records the passes in flight by Widget and member, and every
+// pass that began while another member's pass of the same Widget was in
+// flight.
+type passLedger struct {
+	mu       sync.Mutex
+	inFlight map[types.NamespacedName]string
+	by       map[types.NamespacedName]map[string]int
+	overlaps []string
+}
+
+func (l *passLedger) enter(key types.NamespacedName, member string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if other, busy := l.inFlight[key]; busy {
+		l.overlaps = append(l.overlaps, fmt.Sprintf("%s: %s began a pass while %s's was in flight", key, member, other))
+	}
+	l.inFlight[key] = member
+	if l.by[key] == nil {
+		l.by[key] = map[string]int{}
+	}
+	l.by[key][member]++
+}
+
+func (l *passLedger) exit(key types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.inFlight, key)
+}
+
+// members returns who passed over key.
+func (l *passLedger) members(key types.NamespacedName) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for m := range l.by[key] {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// shardedReplica is one replica of a sharded operator: a manager with a
+// Member and the Widget reconciler, stopped by stop.
+type shardedReplica struct {
+	name   string
+	member *sharding.Member
+	stop   func()
+}
+
+func startShardedReplica(t *testing.T, ns, name string, l *passLedger) *shardedReplica {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: new(true)},
+	})
+	require.NoError(t, err)
+	member, err := sharding.New(sharding.Options{
+		Group: "widgets", Identity: name, Namespace: ns, APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(),
+		Ranges: shardRanges, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		Logger: logr.Discard(),
+	})
+	require.NoError(t, err)
+	require.NoError(t, mgr.Add(member))
+	step := widgetStep{Name: "config", Condition: "ConfigReady", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+		key := client.ObjectKeyFromObject(s.Object)
+		l.enter(key, name)
+		defer l.exit(key)
+		time.Sleep(5 * time.Millisecond) // widen the window an overlap would show in
+		cm := corev1ac.ConfigMap(s.Object.Name, s.Object.Namespace).WithData(map[string]string{"size": strconv.Itoa(int(s.Object.Spec.Size))})
+		if _, err := s.Apply(ctx, cm); err != nil {
+			return reconciler.Retry(err)
+		}
+		return reconciler.Continue()
+	}}
+	r, err := reconciler.New(mgr, reconciler.Options[*testv1.Widget]{Name: "sharded-widgets", Steps: []widgetStep{step},
+		Owns: []client.Object{&corev1.ConfigMap{}}, Shard: member})
+	require.NoError(t, err)
+	require.NoError(t, r.SetupWithManager(mgr))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				assert.NoError(t, err, "%s stopped with an error", name)
+			case <-time.After(time.Minute):
+				t.Errorf("%s did not stop within a minute", name)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &shardedReplica{name: name, member: member, stop: stop}
+}
+
+// converged reports whether every Widget is Ready for its generation with
+// its ConfigMap labelled with its range.
+func converged(ctx context.Context, ns string, names []string) (string, bool) {
+	for _, n := range names {
+		w := &testv1.Widget{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: n}, w); err != nil {
+			return err.Error(), false
+		}
+		if !conditions.IsTrue(w, conditions.Ready) || w.Status.ObservedGeneration != w.Generation {
+			return n + " is not Ready for its generation", false
+		}
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: n}, cm); err != nil {
+			return err.Error(), false
+		}
+		if want := strconv.Itoa(sharding.RangeOf(w.UID, shardRanges)); cm.Labels[sharding.RangeLabel] != want {
+			return fmt.Sprintf("ConfigMap %s has range label %q, want %s", n, cm.Labels[sharding.RangeLabel], want), false
+		}
+	}
+	return "", true
+}
+
+// waitFor polls cond until it holds, failing with its last reason after
+// timeout.
+func waitFor(t *testing.T, timeout time.Duration, cond func() (string, bool)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		why, ok := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: %s", timeout, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// owners returns, for every range, the replicas that own it now.
+func owners(replicas []*shardedReplica) map[int][]string {
+	out := map[int][]string{}
+	for _, r := range replicas {
+		for _, rng := range r.member.Owned() {
+			out[rng] = append(out[rng], r.name)
+		}
+	}
+	return out
+}
+
+// Three replicas share 50 Widgets: each is reconciled by one replica at a
+// time, by the replica owning its range, and all converge; when one
+// replica stops, the others take its ranges and a new Widget in one of
+// them converges.
+func TestShardedReplicasShareTheWidgets(t *testing.T) {
+	testenv.Require(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	l := &passLedger{inFlight: map[types.NamespacedName]string{}, by: map[types.NamespacedName]map[string]int{}}
+	replicas := []*shardedReplica{
+		startShardedReplica(t, ns, "a", l), startShardedReplica(t, ns, "b", l), startShardedReplica(t, ns, "c", l),
+	}
+	// Settled: every range owned by the replica the assignment gives it.
+	assigned := sharding.Assign(shardRanges, []string{"a", "b", "c"})
+	waitFor(t, 30*time.Second, func() (string, bool) {
+		o := owners(replicas)
+		for rng, want := range assigned {
+			if !slices.Equal(o[rng], []string{want}) {
+				return fmt.Sprintf("range %d owned by %v, assigned to %s", rng, o[rng], want), false
+			}
+		}
+		return "", true
+	})
+	var names []string
+	for i := range 50 {
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%02d", i), Namespace: ns}, Spec: testv1.WidgetSpec{Size: 1}}
+		require.NoError(t, env.Client.Create(ctx, w))
+		names = append(names, w.Name)
+	}
+	waitFor(t, time.Minute, func() (string, bool) { return converged(ctx, ns, names) })
+
+	owner := owners(replicas)
+	require.Len(t, owner, shardRanges, "every range is owned")
+	perReplica := map[string]int{}
+	for _, n := range names {
+		w := &testv1.Widget{}
+		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: n}, w))
+		rng := sharding.RangeOf(w.UID, shardRanges)
+		require.Len(t, owner[rng], 1, "range %d has one owner", rng)
+		assert.Equal(t, owner[rng], l.members(client.ObjectKeyFromObject(w)), "%s (range %d) was reconciled by its range's owner only", n, rng)
+		perReplica[owner[rng][0]]++
+	}
+	t.Logf("Widgets per replica: %v", perReplica)
+	assert.Len(t, perReplica, 3, "every replica reconciled some Widgets")
+
+	// c leaves: a and b take its ranges.
+	moved := replicas[2].member.Owned()
+	require.NotEmpty(t, moved)
+	replicas[2].stop()
+	survivors := replicas[:2]
+	// Changed while no replica owns them (c has left, a and b not yet
+	// acquired): a and b drop these events, and pass over the Widgets
+	// when they acquire the ranges.
+	bumped := 0
+	for _, n := range names {
+		w := &testv1.Widget{}
+		require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: n}, w))
+		if slices.Contains(moved, sharding.RangeOf(w.UID, shardRanges)) {
+			base := w.DeepCopy()
+			w.Spec.Size = 2
+			require.NoError(t, env.Client.Patch(ctx, w, client.MergeFrom(base)))
+			bumped++
+		}
+	}
+	t.Logf("changed %d Widgets of c's ranges %v while unowned (a and b own %v)", bumped, moved, owners(survivors))
+	require.Eventually(t, func() bool {
+		o := owners(survivors)
+		return len(o) == shardRanges
+	}, 30*time.Second, 50*time.Millisecond, "a and b own every range")
+	var inMoved *testv1.Widget
+	for i := 0; inMoved == nil; i++ {
+		require.Less(t, i, 200, "no new Widget landed in c's ranges %v", moved)
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("new-%03d", i), Namespace: ns}, Spec: testv1.WidgetSpec{Size: 1}}
+		require.NoError(t, env.Client.Create(ctx, w))
+		names = append(names, w.Name)
+		if slices.Contains(moved, sharding.RangeOf(w.UID, shardRanges)) {
+			inMoved = w
+		}
+	}
+	waitFor(t, time.Minute, func() (string, bool) { return converged(ctx, ns, names) })
+	newOwner := owners(survivors)[sharding.RangeOf(inMoved.UID, shardRanges)]
+	assert.Equal(t, newOwner, l.members(client.ObjectKeyFromObject(inMoved)), "%s, in a moved range, was reconciled by its new owner", inMoved.Name)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Empty(t, l.overlaps, "passes of one Widget overlapped across replicas")
+}
