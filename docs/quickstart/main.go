@@ -1,4 +1,9 @@
-// Command cache-operator runs the Cache controller.
+// Command cache-operator runs the Cache controller, with these permissions (docs/reconciler.md#the-contract):
+// +kubebuilder:rbac:groups=cache.example.com,resources=caches,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cache.example.com,resources=caches/status,verbs=patch
+// +kubebuilder:rbac:groups=cache.example.com,resources=caches/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 package main
 
 import (
