@@ -1,4 +1,4 @@
-// Command cache-operator runs the Cache controller, with these permissions (docs/reconciler.md#the-contract):
+// Command cache-operator runs the Cache controller, with the permissions of reconcilekit's docs/reconciler.md:
 // +kubebuilder:rbac:groups=cache.example.com,resources=caches,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cache.example.com,resources=caches/status,verbs=patch
 // +kubebuilder:rbac:groups=cache.example.com,resources=caches/finalizers,verbs=update
