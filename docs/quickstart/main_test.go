@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -34,16 +33,15 @@ func TestCacheBecomesReady(t *testing.T) {
 	cache := &cachev1alpha1.Cache{ObjectMeta: metav1.ObjectMeta{Name: "sessions", Namespace: "default"}}
 	require.NoError(t, c.Create(ctx, cache))
 	key, dep := client.ObjectKeyFromObject(cache), &appsv1.Deployment{}
-	// Ready is False until the Deployment is rolled out. envtest runs no
-	// Deployment controller: play its part, with a finished rollout's status.
+	// Ready is False until the rollout ends; envtest has no Deployment controller: play its part.
 	require.Eventually(t, func() bool {
 		return c.Get(ctx, key, cache) == nil && conditions.IsFalse(cache, conditions.Ready) && c.Get(ctx, key, dep) == nil
 	}, time.Minute, 100*time.Millisecond)
 	patch := client.MergeFrom(dep.DeepCopy())
 	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, UpdatedReplicas: 1,
 		ReadyReplicas: 1, AvailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}
+			{Type: appsv1.DeploymentAvailable, Status: "True", Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: "True", Reason: "NewReplicaSetAvailable"}}}
 	require.NoError(t, c.Status().Patch(ctx, dep, patch))
 	require.Eventually(t, func() bool {
 		return c.Get(ctx, key, cache) == nil && conditions.IsTrue(cache, conditions.Ready)

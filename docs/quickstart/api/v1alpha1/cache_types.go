@@ -5,13 +5,17 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
-// AddToScheme adds the Cache kind to a scheme.
-var AddToScheme = (&scheme.Builder{GroupVersion: schema.GroupVersion{Group: "cache.example.com", Version: "v1alpha1"}}).
-	Register(&Cache{}, &CacheList{}).AddToScheme
+// AddToScheme adds the Cache kind (cache.example.com/v1alpha1) to a scheme.
+func AddToScheme(s *runtime.Scheme) error {
+	gv := schema.GroupVersion{Group: "cache.example.com", Version: "v1alpha1"}
+	s.AddKnownTypes(gv, &Cache{}, &CacheList{})
+	metav1.AddToGroupVersion(s, gv)
+	return nil
+}
 
 // Cache runs memcached: a Deployment of the Cache's name.
 // +kubebuilder:object:root=true
