@@ -7,8 +7,184 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	smdschema "sigs.k8s.io/structured-merge-diff/v6/schema"
 )
+
+// The second step of Apply: does the live object differ from the
+// desiredObject's configuration? drift first brings the configuration to
+// the form the live object can show (asRead, omittedZero), then firstDrift
+// walks both by the kind's schema. docs/ownership.md, "How drift is judged".
+
+// drift reports whether live differs from config, the configuration we
+// apply, and if so where (see firstDrift). readTyped says whether live was
+// read through its Go type in a.Scheme; otherwise it is the API server's
+// JSON.
+//
+// The zero values live cannot show are found only when the plain
+// comparison finds drift, by a round trip of config through the Go type
+// (see omittedZero): the common path, nothing changed, stays free of
+// allocations.
+func (a *Applier) drift(ts *typeSchema, gvk schema.GroupVersionKind, config, live map[string]any, readTyped bool) (string, bool) {
+	want := config
+	if readTyped && !clientgoscheme.Scheme.Recognizes(gvk) {
+		want = asRead(a.Scheme, gvk, config)
+	}
+	path, drifted := firstDrift(ts, want, live)
+	if !drifted {
+		return "", false
+	}
+	// The Go type that dropped zero values from live: the one it was read
+	// through, or the API server's own for a built-in kind. A custom
+	// resource read unstructured is as sent: nothing was dropped.
+	s := a.Scheme
+	if !readTyped {
+		s = nil
+		if clientgoscheme.Scheme.Recognizes(gvk) {
+			s = clientgoscheme.Scheme
+		}
+	}
+	if s == nil {
+		return path, true
+	}
+	marked, ok := markOmittedZeros(s, gvk, want)
+	if !ok {
+		return path, true
+	}
+	return firstDrift(ts, marked, live)
+}
+
+// asRead returns config as a typed read of the object shows it: the scalars
+// a typed round trip rewrites (a resource.Quantity "0.5" comes back as
+// "500m", a time in another layout) take their typed form; nothing else
+// changes, and the zero values the Go type would add are not taken.
+//
+// Why: a custom resource is stored as sent, but Apply reads it through its
+// Go type when the scheme has it (to share the informer of an Owns()
+// watch), and that read rewrites such values. Compared with config as
+// sent, a non-canonical quantity applied unstructured would look changed on
+// every pass, and be re-applied forever. Built-in kinds do not need this:
+// their schema names their quantities (see firstDrift). If the typed round
+// trip fails, config is returned as it is.
+func asRead(s *runtime.Scheme, gvk schema.GroupVersionKind, config map[string]any) map[string]any {
+	typed, ok := typedRoundTrip(s, gvk, config)
+	if !ok {
+		return config
+	}
+	return takeScalars(runtime.DeepCopyJSON(config), typed).(map[string]any)
+}
+
+// takeScalars replaces each scalar in d with the scalar at the same place in
+// t, where t has one.
+func takeScalars(d, t any) any {
+	switch dv := d.(type) {
+	case map[string]any:
+		if tm, ok := t.(map[string]any); ok {
+			for k, v := range dv {
+				if tv, ok := tm[k]; ok {
+					dv[k] = takeScalars(v, tv)
+				}
+			}
+		}
+		return dv
+	case []any:
+		if tl, ok := t.([]any); ok && len(tl) == len(dv) {
+			for i := range dv {
+				dv[i] = takeScalars(dv[i], tl[i])
+			}
+		}
+		return dv
+	case nil:
+		return nil
+	}
+	switch t.(type) {
+	case map[string]any, []any, nil:
+		return d
+	}
+	return t
+}
+
+// typedRoundTrip returns config as a round trip through gvk's Go type in s
+// leaves it; ok is false when s has no such type or the round trip fails.
+func typedRoundTrip(s *runtime.Scheme, gvk schema.GroupVersionKind, config map[string]any) (map[string]any, bool) {
+	obj, err := s.New(gvk)
+	if err != nil {
+		return nil, false
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(runtime.DeepCopyJSON(config), obj); err != nil {
+		return nil, false
+	}
+	typed, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	return typed, err == nil
+}
+
+// omittedZero marks a desired zero value (false, "", 0) in a field whose Go
+// type cannot hold it apart from "not set": a non-pointer field with
+// omitempty, such as a PodSpec's hostNetwork or a Container's stdin. The
+// live object never shows such a value: the API server stores a built-in
+// kind through its Go type and drops it, and a typed read drops it from a
+// custom resource. So an absent live field matches it; a live field that
+// is present must still equal it (a hostNetwork someone set to true is
+// drift).
+type omittedZero struct{ v any }
+
+// markOmittedZeros returns a copy of config in which each zero scalar that
+// a round trip through gvk's Go type in s drops is an omittedZero; ok is
+// false when there is none, or the round trip fails.
+func markOmittedZeros(s *runtime.Scheme, gvk schema.GroupVersionKind, config map[string]any) (map[string]any, bool) {
+	typed, ok := typedRoundTrip(s, gvk, config)
+	if !ok {
+		return nil, false
+	}
+	out := runtime.DeepCopyJSON(config)
+	return out, markZeros(out, typed)
+}
+
+// markZeros marks, in d, the zero scalars that t, its typed round trip,
+// lacks. Lists keep their order and length through the round trip.
+func markZeros(d, t map[string]any) bool {
+	marked := false
+	for k, v := range d {
+		tv, kept := t[k]
+		switch dv := v.(type) {
+		case map[string]any:
+			if tm, ok := tv.(map[string]any); ok {
+				marked = markZeros(dv, tm) || marked
+			}
+		case []any:
+			tl, ok := tv.([]any)
+			if !ok || len(tl) != len(dv) {
+				continue
+			}
+			for i := range dv {
+				dm, dok := dv[i].(map[string]any)
+				tm, tok := tl[i].(map[string]any)
+				if dok && tok {
+					marked = markZeros(dm, tm) || marked
+				}
+			}
+		default:
+			if !kept && isZeroScalar(v) {
+				d[k] = omittedZero{v}
+				marked = true
+			}
+		}
+	}
+	return marked
+}
+
+func isZeroScalar(v any) bool {
+	switch t := v.(type) {
+	case bool:
+		return !t
+	case string:
+		return t == ""
+	}
+	n, ok := number(v)
+	return ok && n.equal(num{})
+}
 
 // quantityType is the schema name of resource.Quantity: the one scalar the
 // apiserver rewrites into a canonical form ("0.5" is stored as "500m").
@@ -16,43 +192,13 @@ const quantityType = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 
 // firstDrift reports whether desired is NOT a semantic subset of live, and if
 // so the path of one field where they differ (e.g.
-// "spec.template.spec.containers[name=app].image").
-//
-// Both arguments are in unstructured form. desired is what we would apply;
-// live is the whole object as the server has it, including server-set
-// defaults, status and other managers' fields. The kind's schema (ts), the
-// one server-side apply merges with, says what each list and scalar is, so
-// that server defaulting and other writers never count as drift while every
-// value we set is checked:
-//
-//   - maps and structs: every key of desired must be in live with an equal
-//     value; extra live keys (defaults, foreign labels) are fine. That
-//     holds for atomic maps and structs too, although our apply replaces
-//     them whole: the server defaults fields inside some of them (an env
-//     fieldRef's apiVersion), so an extra key cannot be told from a default.
-//     A key another writer adds to one is removed at our next write, not
-//     repaired on its own. A nil desired value, or an empty desired map or
-//     list with no live counterpart, means "not set".
-//   - associative lists (+listType=map): each desired element must match a
-//     live element with the same key fields (containers by name, container
-//     ports by containerPort and protocol); a key field desired leaves unset,
-//     for the server to default, matches any value. Extra live elements (an
-//     injected sidecar, another manager's port) are fine.
-//   - sets (+listType=set): each desired element must be in live.
-//   - atomic lists: positional, equal length.
-//   - scalars: numbers compare by value across int/float representations;
-//     resource quantities by value ("500m" equals "0.5"), since the
-//     apiserver stores them canonicalized; everything else exactly. Custom
-//     resources store what they were sent, so a quantity-like string in a
-//     CRD is compared exactly, as the server keeps it.
-//   - a desired zero value marked omittedZero (one the live object cannot
-//     show; see drift in zero.go) matches an absent live field.
-//
-// A field the schema does not know (the server would prune or reject it) is
-// compared with the same rules, lists positionally.
-//
-// It allocates nothing when there is no drift, so it is cheap to run on every
-// reconcile (see BenchmarkUnchanged); the path is built only on a mismatch.
+// "spec.template.spec.containers[name=app].image"). Both are unstructured:
+// desired is what we would apply, live the whole object as the server has
+// it. Lists, sets, maps and scalars compare as the kind's schema (ts) says,
+// so that server defaults and other writers never count as drift while every
+// value we set is checked; the rules are in docs/ownership.md, "How drift is
+// judged". It allocates nothing when there is no drift (BenchmarkUnchanged);
+// the path is built only on a mismatch.
 func firstDrift(ts *typeSchema, desired, live map[string]any) (path string, drifted bool) {
 	c := comparer{ts.schema}
 	a, _ := c.s.Resolve(ts.root)

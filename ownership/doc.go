@@ -25,4 +25,13 @@
 // Watch the owned types with Owns(&appsv1.Deployment{}) so that a hand edit
 // or deletion triggers a reconcile that repairs it. To apply owned custom
 // resources, set Applier.Schemas (a reconciler.Reconciler does).
+//
+// # Reading the code
+//
+// The apply path reads top to bottom, a file per step, in the order the
+// data flows: applier.go (Applier, Apply), desired.go (the apply
+// configuration becomes the configuration to compare and send), compare.go
+// (does the live object differ?), write.go (read the live object, decide
+// whether it may be taken, send), then prune.go; schema.go finds the
+// schemas the comparison follows, errors.go has the refusals.
 package ownership

@@ -8,13 +8,11 @@ import (
 )
 
 // ForeignControllerError is returned by Apply when the live object (or the
-// desired object as passed in) is controlled by another owner. Apply refuses
-// to adopt it: two controllers would fight over it, and the other owner's
-// deletion would garbage-collect an object we rely on.
-//
-// Match it with errors.As. It is usually a configuration error (two owners
-// generating the same name) that retrying will not fix, so reconcilers
-// typically surface it in a status condition rather than requeue quickly.
+// desired object as passed in) is controlled by another owner: Apply
+// refuses to adopt it, since two controllers would fight over it and the
+// other owner's deletion would garbage-collect an object we rely on. Match
+// it with errors.As; it is usually a configuration error (two owners
+// generating the same name) that retrying will not fix.
 type ForeignControllerError struct {
 	// Kind and Key name the object Apply was asked to apply.
 	Kind string
@@ -32,15 +30,12 @@ func (e *ForeignControllerError) Error() string {
 }
 
 // AdoptionRefusedError is returned by Apply when the object exists without
-// a controller and nothing says this operator created it (its FieldManager
-// never wrote it), and Apply was not given [Adopt]. Adopting it would hand
-// it to whoever may create the owner: the garbage collector would delete it
-// with the owner.
-//
-// Match it with errors.As. No retry fixes it: someone must delete or
-// rename the object, or the operator must pass Adopt. A reconciler.Scope
-// step that returns it as reconciler.Retry stalls the pass (Stalled=True,
-// reason AdoptionRefused) instead of retrying.
+// a controller, its FieldManager never wrote it, and Apply was not given
+// [Adopt]: adopting it would hand it to whoever may create the owner, whose
+// deletion would then delete it. Match it with errors.As. No retry fixes
+// it (delete or rename the object, or pass Adopt): a reconciler.Scope step
+// that returns it as reconciler.Retry stalls the pass (reason
+// AdoptionRefused).
 type AdoptionRefusedError struct {
 	// Kind and Key name the object Apply was asked to apply.
 	Kind string

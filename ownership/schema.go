@@ -98,36 +98,16 @@ func reachable(s *smdschema.Schema, root smdschema.TypeRef) *smdschema.Schema {
 	return out
 }
 
-// SchemaCache finds the schema of a kind as the API server publishes it in its
-// OpenAPI v3 document: custom resources, whose schema is their CRD's (with
-// the +listType, +listMapKey and +mapType markers that decide how
-// server-side apply merges them), and built-in kinds, for which it is the
-// cluster's own version of the schema client-go compiles in. Apply needs
-// the schema to compare lists by their keys; Applier.Schemas is where it
-// looks for one.
-//
-// Why not client-go's compiled-in schemas for built-in kinds: parsing them
-// parses all 959 built-in types at once and client-go keeps the result for
-// the life of the process, about 1 MiB of heap for the two or three kinds an
-// operator owns. A kind's schema is read once, on first use, and only the
-// types it reaches are kept. A kind the document does not hold (a CRD
-// installed later) is looked up again on its next use. A CRD whose list
-// keys change while the operator runs is compared by its old schema until
-// the operator restarts (changing list keys is a breaking API change, rare
-// by design). Reading the document needs no RBAC rule of its own: the
-// default system:discovery role grants /openapi/* to every authenticated
-// user.
-//
-// Fetches: lookups of a kind already seen take no lock and never wait.
-// Concurrent lookups of kinds of one group version share one fetch of its
-// document; lookups in other group versions do not wait for it. A fetch
-// ends after Timeout, or as soon as every caller waiting for it has given
-// up (their contexts are done); a caller whose context is done returns at
-// once, whether or not the fetch it shared goes on. A fetch that fails
-// (no answer within Timeout, forbidden, unreachable) is not retried for a
-// minute: meanwhile built-in kinds use client-go's compiled-in schema, and
-// custom resources get that error at once rather than a wait per Apply.
-// Safe for concurrent use; set Timeout before first use.
+// SchemaCache finds the schema of a kind as the API server publishes it in
+// its OpenAPI v3 document (a custom resource's is its CRD's, with the list
+// and map markers that decide how server-side apply merges it), reads each
+// kind's once, on first use, and keeps only the types it reaches; Apply
+// needs it to compare lists by their keys, and looks for it in
+// Applier.Schemas. Lookups of a kind already seen never wait; a fetch is
+// shared by the lookups of its group version, bounded by Timeout, and a
+// failed one is not retried for a minute (built-in kinds then use
+// client-go's compiled-in schema). Safe for concurrent use; set Timeout
+// before first use. docs/ownership.md, "Where the schema comes from".
 type SchemaCache struct {
 	// Timeout bounds one fetch of a group version's document (two
 	// requests). Zero means DefaultSchemaTimeout.

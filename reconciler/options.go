@@ -16,10 +16,12 @@ import (
 )
 
 // Object is what the reconciler works on: a pointer to an API struct with
-// a Status struct field and GetConditions/SetConditions over its
-// conditions. An ObservedGeneration field in Status, if there is one, must
-// be an int64 or a *int64: every pass sets it to the generation it
-// reconciled. New checks both, naming the field.
+// a Status struct field (the only part a pass writes), whose conditions
+// SetConditions stores and GetConditions returns, and, if Status has a
+// field serialized as observedGeneration, an int64 or *int64 named
+// ObservedGeneration, which every pass sets to the generation it
+// reconciled. New checks all of it and fails naming the field or method;
+// the RBAC the reconciler needs is in docs/reconciler.md, "The contract".
 type Object interface {
 	client.Object
 	conditions.Setter

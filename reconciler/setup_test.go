@@ -118,18 +118,24 @@ func TestUndeclaredKindStallsThePass(t *testing.T) {
 	}
 }
 
-// New fails, naming the field and its type, when T breaks the contract the
-// reconciler relies on: a Status struct, and an int64 or *int64
-// ObservedGeneration if there is one. An int32 would silently never be set.
+// New fails, naming the field or method, when T breaks the contract the
+// reconciler relies on: a Status struct holding the conditions SetConditions
+// sets and GetConditions returns, and an int64 or *int64 ObservedGeneration
+// if Status serializes one. Each of these breaks would otherwise fail
+// silently: an int32 or a misnamed observedGeneration is never set,
+// conditions outside Status are never written.
 func TestNewChecksTheStatusContract(t *testing.T) {
 	for name, tc := range map[string]struct {
 		new     func() error
 		wantErr string
 	}{
-		"int32 ObservedGeneration":  {newWith[*int32Generation], "int32Generation.Status.ObservedGeneration is a int32; it must be an int64 or a *int64"},
-		"*int64 ObservedGeneration": {newWith[*pointerGeneration], ""},
-		"no Status":                 {newWith[*noStatus], "noStatus has no Status struct field"},
-		"int64 ObservedGeneration":  {newWith[*testv1.Widget], ""},
+		"int32 ObservedGeneration":     {newWith[*int32Generation], "int32Generation.Status.ObservedGeneration is a int32; it must be an int64 or a *int64"},
+		"*int64 ObservedGeneration":    {newWith[*pointerGeneration], ""},
+		"misnamed observedGeneration":  {newWith[*misnamedGeneration], "misnamedGeneration.Status.Generation is serialized as observedGeneration but the reconciler sets only a field named ObservedGeneration"},
+		"no Status":                    {newWith[*noStatus], "noStatus has no Status struct field"},
+		"conditions outside Status":    {newWith[*conditionsOutsideStatus], "conditionsOutsideStatus.SetConditions does not store the conditions in Status"},
+		"SetConditions value receiver": {newWith[*valueReceiver], "valueReceiver.GetConditions does not return what SetConditions set"},
+		"int64 ObservedGeneration":     {newWith[*testv1.Widget], ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := tc.new()
@@ -148,32 +154,50 @@ func newWith[T reconciler.Object]() error {
 	return err
 }
 
-type conditionsHolder struct{ conds []metav1.Condition }
-
-func (h *conditionsHolder) GetConditions() []metav1.Condition      { return h.conds }
-func (h *conditionsHolder) SetConditions(conds []metav1.Condition) { h.conds = conds }
-
 type pointerGeneration struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	conditionsHolder
 	Status struct {
+		Conditions         []metav1.Condition
 		ObservedGeneration *int64
 	}
 }
 
-func (p *pointerGeneration) DeepCopyObject() runtime.Object { c := *p; return &c }
+func (p *pointerGeneration) GetConditions() []metav1.Condition      { return p.Status.Conditions }
+func (p *pointerGeneration) SetConditions(conds []metav1.Condition) { p.Status.Conditions = conds }
+func (p *pointerGeneration) DeepCopyObject() runtime.Object         { c := *p; return &c }
 
 type int32Generation struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	conditionsHolder
 	Status struct {
+		Conditions         []metav1.Condition
 		ObservedGeneration int32
 	}
 }
 
-func (p *int32Generation) DeepCopyObject() runtime.Object { c := *p; return &c }
+func (p *int32Generation) GetConditions() []metav1.Condition      { return p.Status.Conditions }
+func (p *int32Generation) SetConditions(conds []metav1.Condition) { p.Status.Conditions = conds }
+func (p *int32Generation) DeepCopyObject() runtime.Object         { c := *p; return &c }
+
+type misnamedGeneration struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Status struct {
+		Conditions []metav1.Condition
+		Generation int64 `json:"observedGeneration,omitempty"`
+	}
+}
+
+func (p *misnamedGeneration) GetConditions() []metav1.Condition      { return p.Status.Conditions }
+func (p *misnamedGeneration) SetConditions(conds []metav1.Condition) { p.Status.Conditions = conds }
+func (p *misnamedGeneration) DeepCopyObject() runtime.Object         { c := *p; return &c }
+
+// conditionsHolder keeps conditions outside Status.
+type conditionsHolder struct{ conds []metav1.Condition }
+
+func (h *conditionsHolder) GetConditions() []metav1.Condition      { return h.conds }
+func (h *conditionsHolder) SetConditions(conds []metav1.Condition) { h.conds = conds }
 
 type noStatus struct {
 	metav1.TypeMeta
@@ -182,3 +206,26 @@ type noStatus struct {
 }
 
 func (p *noStatus) DeepCopyObject() runtime.Object { c := *p; return &c }
+
+type conditionsOutsideStatus struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	conditionsHolder
+	Status struct {
+		ObservedGeneration int64
+	}
+}
+
+func (p *conditionsOutsideStatus) DeepCopyObject() runtime.Object { c := *p; return &c }
+
+type valueReceiver struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Status struct {
+		Conditions []metav1.Condition
+	}
+}
+
+func (p *valueReceiver) GetConditions() []metav1.Condition     { return p.Status.Conditions }
+func (p valueReceiver) SetConditions(conds []metav1.Condition) { p.Status.Conditions = conds } //nolint:staticcheck // the mistake New must catch
+func (p *valueReceiver) DeepCopyObject() runtime.Object        { c := *p; return &c }

@@ -1,4 +1,9 @@
-// Command cache-operator runs the Cache controller.
+// Command cache-operator runs the Cache controller, with the permissions of reconcilekit's docs/reconciler.md:
+// +kubebuilder:rbac:groups=cache.example.com,resources=caches,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cache.example.com,resources=caches/status,verbs=patch
+// +kubebuilder:rbac:groups=cache.example.com,resources=caches/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 package main
 
 import (
@@ -9,7 +14,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	"k8s.io/utils/ptr"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -22,30 +27,24 @@ import (
 
 func main() {
 	ctrl.SetLogger(zap.New())
-	if err := run(); err != nil {
+	mgr, err := newManager(ctrl.GetConfigOrDie())
+	if err == nil {
+		err = mgr.Start(ctrl.SetupSignalHandler())
+	}
+	if err != nil {
 		ctrl.Log.Error(err, "cache-operator")
 		os.Exit(1)
 	}
 }
 
-// run starts a manager with the Cache controller, until SIGTERM.
-func run() error {
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+// newManager returns a manager (metrics off) running the Cache controller.
+func newManager(cfg *rest.Config) (ctrl.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := setup(mgr); err != nil {
-		return err
-	}
-	return mgr.Start(ctrl.SetupSignalHandler())
-}
-
-// setup adds the Cache kind to mgr's scheme and registers its controller:
-// one step, whose outcome is the Available condition and, with it, Ready.
-// SetupWithManager watches the Caches and the kinds in Owns.
-func setup(mgr ctrl.Manager) error {
 	if err := cachev1alpha1.AddToScheme(mgr.GetScheme()); err != nil {
-		return err
+		return nil, err
 	}
 	r, err := reconciler.New(mgr, reconciler.Options[*cachev1alpha1.Cache]{
 		Name:  "cache-controller",
@@ -53,19 +52,17 @@ func setup(mgr ctrl.Manager) error {
 		Steps: []reconciler.Step[*cachev1alpha1.Cache]{{Name: "deployment", Condition: "Available", Run: applyDeployment}},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return r.SetupWithManager(mgr)
+	return mgr, r.SetupWithManager(mgr)
 }
 
-// applyDeployment applies memcached's Deployment (server-side apply, a
-// write only on drift) and waits until it is rolled out.
+// applyDeployment applies memcached's Deployment and waits for its rollout.
 func applyDeployment(ctx context.Context, s *reconciler.Scope[*cachev1alpha1.Cache]) reconciler.Outcome {
 	labels := map[string]string{"app.kubernetes.io/instance": s.Object.Name}
 	dep := appsv1ac.Deployment(s.Object.Name, s.Object.Namespace).WithSpec(appsv1ac.DeploymentSpec().
-		WithReplicas(ptr.Deref(s.Object.Spec.Replicas, 1)).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
 		WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(corev1ac.PodSpec().
 			WithContainers(corev1ac.Container().WithName("memcached").WithImage("memcached:1.6.38")))))
-	return s.ApplyAndWait(ctx, dep, &appsv1.Deployment{})
+	return s.ApplyAndWait(ctx, dep, nil)
 }

@@ -1,26 +1,21 @@
 package main
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 
 	cachev1alpha1 "github.com/reconcilekit/reconcilekit/docs/quickstart/api/v1alpha1"
 )
 
-// TestCacheBecomesReady runs the controller against a real kube-apiserver
-// (envtest, from KUBEBUILDER_ASSETS) until a Cache is Ready.
+// TestCacheBecomesReady runs the controller on envtest until a Cache is Ready.
 func TestCacheBecomesReady(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs envtest: run without -short, with KUBEBUILDER_ASSETS set")
@@ -29,28 +24,24 @@ func TestCacheBecomesReady(t *testing.T) {
 	cfg, err := env.Start()
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, env.Stop()) })
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := newManager(cfg)
 	require.NoError(t, err)
-	require.NoError(t, setup(mgr))
-	ctx, cancel := context.WithCancel(t.Context())
-	stopped := make(chan error, 1)
+	ctx, stopped := t.Context(), make(chan error, 1) // ctx ends before the cleanups run
 	go func() { stopped <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-stopped) })
-
+	t.Cleanup(func() { require.NoError(t, <-stopped) })
 	c := mgr.GetClient() // reads from the manager's cache, as the controller does
 	cache := &cachev1alpha1.Cache{ObjectMeta: metav1.ObjectMeta{Name: "sessions", Namespace: "default"}}
 	require.NoError(t, c.Create(ctx, cache))
 	key, dep := client.ObjectKeyFromObject(cache), &appsv1.Deployment{}
-	// Ready is False until the Deployment is rolled out. envtest runs no
-	// Deployment controller: play its part, with a finished rollout's status.
+	// Ready is False until the rollout ends; envtest has no Deployment controller: play its part.
 	require.Eventually(t, func() bool {
 		return c.Get(ctx, key, cache) == nil && conditions.IsFalse(cache, conditions.Ready) && c.Get(ctx, key, dep) == nil
 	}, time.Minute, 100*time.Millisecond)
 	patch := client.MergeFrom(dep.DeepCopy())
 	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, UpdatedReplicas: 1,
 		ReadyReplicas: 1, AvailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}
+			{Type: appsv1.DeploymentAvailable, Status: "True", Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: "True", Reason: "NewReplicaSetAvailable"}}}
 	require.NoError(t, c.Status().Patch(ctx, dep, patch))
 	require.Eventually(t, func() bool {
 		return c.Get(ctx, key, cache) == nil && conditions.IsTrue(cache, conditions.Ready)

@@ -9,39 +9,24 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// GroupVersion is the group and version of this API.
-var GroupVersion = schema.GroupVersion{Group: "cache.example.com", Version: "v1alpha1"}
-
-// AddToScheme adds this API's types to a scheme.
+// AddToScheme adds the Cache kind (cache.example.com/v1alpha1) to a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Cache{}, &CacheList{})
-	metav1.AddToGroupVersion(s, GroupVersion)
+	gv := schema.GroupVersion{Group: "cache.example.com", Version: "v1alpha1"}
+	s.AddKnownTypes(gv, &Cache{}, &CacheList{})
+	metav1.AddToGroupVersion(s, gv)
 	return nil
 }
 
 // Cache runs memcached: a Deployment of the Cache's name.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 type Cache struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              CacheSpec   `json:"spec,omitempty"`
 	Status            CacheStatus `json:"status,omitempty,omitzero"`
 }
 
-// CacheSpec is the desired state of a Cache.
-type CacheSpec struct {
-	// replicas is the number of memcached pods, 1 to 10.
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=10
-	// +default=1
-	// +optional
-	Replicas *int32 `json:"replicas,omitempty"`
-}
-
-// CacheStatus is the observed state of a Cache: its conditions (Ready,
-// Reconciling, Stalled, Available) and the generation they are for.
+// CacheStatus is the observed state of a Cache, which the reconciler writes.
 type CacheStatus struct {
 	// +listType=map
 	// +listMapKey=type
@@ -51,10 +36,8 @@ type CacheStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
-// GetConditions returns the Cache's conditions.
-func (c *Cache) GetConditions() []metav1.Condition { return c.Status.Conditions }
-
-// SetConditions replaces the Cache's conditions.
+// GetConditions and SetConditions give the reconciler the Cache's conditions.
+func (c *Cache) GetConditions() []metav1.Condition      { return c.Status.Conditions }
 func (c *Cache) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
 
 // CacheList is a list of Caches.
