@@ -57,6 +57,17 @@ func TestInvariantsProgressSplitsTheOperatorFromTheRollout(t *testing.T) {
 	assert.Equal(t, appProgress{applied: true}, progress[name], "applied, waiting for the rollout")
 	assert.Len(t, violations, 2, "not rolled out, and not Ready: %v", violations)
 
+	// The register step comes after the rollout: an entry missing while the
+	// Deployment rolls out is the rollout's part, not the operator's.
+	delete(shard.Data, ns+"."+name)
+	require.NoError(t, c.Update(ctx, shard))
+	violations, progress, err = iv.check(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, appProgress{applied: true}, progress[name], "not registered before the rollout, by design")
+	assert.Len(t, violations, 3, "not rolled out, not registered, and not Ready: %v", violations)
+	shard.Data[ns+"."+name] = fmt.Sprintf("http://%s.%s.svc:80", name, ns)
+	require.NoError(t, c.Update(ctx, shard))
+
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
 	require.NoError(t, c.Status().Update(ctx, d))
 	_, progress, err = iv.check(ctx)
