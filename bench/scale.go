@@ -266,7 +266,9 @@ func (h *harness) restart(ctx context.Context, name string, cmd Command, r *Rest
 // over it, and delete it.
 func (h *harness) ownFleet(ctx context.Context, name string, cmd Command) (Restart, error) {
 	r := Restart{Name: name, Fleet: "own"}
-	ns := "bench-" + name
+	// Not bench.Run's "bench-<name>": on envtest (no namespace controller)
+	// a namespace Run deleted stays Terminating in the same API server.
+	ns := FleetNamespace + "-" + name
 	if err := h.ensureNamespace(ctx, ns); err != nil {
 		return r, err
 	}
