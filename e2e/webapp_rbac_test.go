@@ -128,11 +128,8 @@ var operatorPermissions = []struct {
 	// The manager (examples/webapp/main.go): leader election, route registry.
 	{permission{role: managerRole, group: "coordination.k8s.io", resource: "leases", names: leaseName, verbs: "get,update"},
 		"leader election: get and renew (update) the Lease, and release it on shutdown (update)."},
-	{permission{role: managerRole, group: "coordination.k8s.io", resource: "leases", verbs: "create,delete,list,update"},
-		"leader election creates its Lease the first time (create). With --sharding (sharding.Member), each replica " +
-			"creates, renews (update) and deletes its own Lease, webapp-operator-<pod name>, deletes one it saw expire, and " +
-			"lists the group's (by label, from the API server). Not limited by name: create, list, and names that are the pods'. " +
-			"It allows rewriting the leader election Lease too, a Lease of the operator's own namespace."},
+	{permission{role: managerRole, group: "coordination.k8s.io", resource: "leases", verbs: "create"},
+		"leader election creates the Lease the first time. Not limited by name (create)."},
 	{permission{role: managerRole, group: "", resource: "events", verbs: "create,patch"},
 		"client-go's leader elector records a core/v1 Event on the Lease when it is acquired (controller-runtime's " +
 			"deprecated recorder); patch counts repeats. Generated names."},

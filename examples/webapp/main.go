@@ -47,7 +47,6 @@ import (
 // in the operator's namespace. The Member lists the group's Leases (by
 // label), creates, renews (update) and deletes its own, and deletes one it
 // saw expire; the names are the pods', so not limited by name.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list;update;delete,namespace=webapp-system
 
 // webappCRD is the WebApp CRD: its conversion webhook's caBundle (certs.go)
 // and its storage version migration.
