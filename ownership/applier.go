@@ -101,9 +101,10 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		return "", err
 	}
 	op, err := a.write(ctx, d, live)
-	if live != nil && replaced(err) {
+	if replaced(err) {
 		// The object we judged was deleted, or replaced by another with
-		// the same name, since the read: judge what is there now.
+		// the same name, since the read, or one the cache did not have
+		// exists: judge what the API server has.
 		if live, err = a.read(ctx, a.APIReader, d); err != nil {
 			return "", fmt.Errorf("apply %s: reading live object from the API server: %w", d.desc, err)
 		}

@@ -220,24 +220,29 @@ func (f *fixture) requireUnchanged(t *testing.T, desired runtime.ApplyConfigurat
 // applyAgainAtOnce applies desired right after our own write of it (which
 // left the object at resourceVersion written), as a later step of the same
 // pass would, when the cache may not have that write yet. Either the cache
-// has it, or Apply finds it through its APIReader: Unchanged, no mutating
-// request, whatever the informer's timing. The second branch is then also
-// taken deterministically, through a cache that has not seen the object.
+// has it, or Apply's create-only apply is refused and it reads the object
+// through its APIReader: Unchanged, nothing written, whatever the
+// informer's timing. The second branch is then also taken
+// deterministically, through a cache that has not seen the object.
 func (f *fixture) applyAgainAtOnce(t *testing.T, written string, desired func() runtime.ApplyConfiguration, opts ...ownership.ApplyOption) {
 	t.Helper()
 	require.NotEmpty(t, written)
 	obj := f.objectOf(t, desired())
-	check := func(a *ownership.Applier) {
+	check := func(a *ownership.Applier, refused []string) {
 		t.Helper()
 		f.c.Reset()
 		op, err := a.Apply(f.ctx, f.owner, desired(), opts...)
 		require.NoError(t, err)
 		assert.Equal(t, ownership.Unchanged, op)
-		assert.Zero(t, f.c.Mutations(), "mutating requests: %v", f.c.MutatingRequests())
+		if refused != nil {
+			assert.Equal(t, refused, f.c.MutatingRequests())
+		} else {
+			assert.LessOrEqual(t, f.c.Mutations(), 1, "at most the refused create-only apply: %v", f.c.MutatingRequests())
+		}
 		assert.Equal(t, written, f.serverVersion(t, obj), "nothing changed on the server")
 	}
-	check(f.a)
-	check(f.staleCache(map[string]client.Object{obj.GetName(): nil}, nil))
+	check(f.a, nil)
+	check(f.staleCache(map[string]client.Object{obj.GetName(): nil}, nil), []string{"apply " + obj.GetObjectKind().GroupVersionKind().Kind})
 }
 
 // editAs changes obj on the server as another field manager would (kubectl
@@ -587,7 +592,9 @@ func TestApplyRefusesObjectWithoutController(t *testing.T) {
 			for _, s := range []string{"ConfigMap " + f.ns + "/theirs", `Widget "owner"`, "ownership.Adopt()"} {
 				assert.Contains(t, err.Error(), s)
 			}
-			assert.Zero(t, f.c.Mutations(), "%v", f.c.MutatingRequests())
+			// Where the cache has no object, Apply tries a create-only
+			// apply, which the server refuses.
+			assert.LessOrEqual(t, f.c.Mutations(), 1, "%v", f.c.MutatingRequests())
 			live := &corev1.ConfigMap{}
 			require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(cm), live))
 			assert.Equal(t, cm.ResourceVersion, live.ResourceVersion, "untouched")
@@ -726,28 +733,41 @@ func TestApplyReportsWhatTheServerDid(t *testing.T) {
 	err := lagging.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "cfg"}, &corev1.ConfigMap{})
 	require.True(t, apierrors.IsNotFound(err), "the lagging cache has not seen the create: %v", err)
 
+	// The create-only apply is refused, the object read from the API
+	// server, the change applied.
+	f.reader.Reset()
 	assert.Equal(t, ownership.Updated, apply(map[string]string{"color": "blue"}))
-	assert.Equal(t, []string{"apply ConfigMap"}, lagging.MutatingRequests())
+	assert.Equal(t, []string{"apply ConfigMap", "apply ConfigMap"}, lagging.MutatingRequests())
+	assert.Equal(t, 1, f.reader.Count(reconcilertest.Get, "ConfigMap"))
 	live := &corev1.ConfigMap{}
 	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "cfg"}, live))
 	assert.Equal(t, "blue", live.Data["color"])
 
 	assert.Equal(t, ownership.Unchanged, apply(map[string]string{"color": "blue"}))
-	assert.Zero(t, lagging.Mutations(), "%v", lagging.MutatingRequests())
+	assert.Equal(t, []string{"apply ConfigMap"}, lagging.MutatingRequests(), "only the refused create-only apply")
 	assert.Equal(t, live.ResourceVersion, f.serverVersion(t, live))
+}
 
-	// Created by someone else between Apply's read and its write: the
-	// server's answer has their managedFields entry, so not Created.
-	racing := getFunc(func(ctx context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
-		if err := env.Client.Create(ctx, f.typedConfigMap(key.Name, map[string]string{"color": "green"})); err != nil {
-			return err
-		}
-		return apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, key.Name)
-	})
-	raced := &ownership.Applier{Client: lagging, APIReader: racing, Scheme: env.Scheme, FieldManager: manager, Schemas: f.a.Schemas}
-	op, err := raced.Apply(f.ctx, f.owner, configMap("raced", map[string]string{"color": "blue"}))
-	require.NoError(t, err)
-	assert.Equal(t, ownership.Updated, op)
+// A create costs one request: where the cache has no object, Apply sends a
+// create-only apply instead of asking the API server first. If someone
+// else created the object after the cache's read, the server refuses it and
+// their object is judged (here: not ours to take), never silently adopted.
+func TestApplyCreatesWithOneRequest(t *testing.T) {
+	f := setup(t)
+	f.reader.Reset()
+	f.c.Reset()
+	assert.Equal(t, ownership.Created, f.apply(t, configMap("fresh", map[string]string{"a": "1"})))
+	assert.Equal(t, []string{"apply ConfigMap"}, f.c.MutatingRequests())
+	assert.Zero(t, f.reader.Count(reconcilertest.Get, "ConfigMap"), "no read from the API server")
+
+	theirs := f.typedConfigMap("raced", map[string]string{"color": "green"})
+	require.NoError(t, env.Client.Create(f.ctx, theirs))
+	raced := f.staleCache(map[string]client.Object{"raced": nil}, nil)
+	f.c.Reset()
+	_, err := raced.Apply(f.ctx, f.owner, configMap("raced", map[string]string{"color": "blue"}))
+	var refused *ownership.AdoptionRefusedError
+	require.ErrorAs(t, err, &refused)
+	assert.Equal(t, theirs.ResourceVersion, f.serverVersion(t, theirs), "untouched")
 }
 
 func TestApplyRefusesInvalidDesired(t *testing.T) {
@@ -957,11 +977,12 @@ func TestApplyFromAStaleCache(t *testing.T) {
 
 		f.c.Reset()
 		_, err := a.Apply(f.ctx, f.owner, configMap("taken", map[string]string{"owner": "us"}))
-		// Apply asks the API server, which has it: refused without a write.
+		// The server refuses the create-only apply, Apply reads the
+		// object from it: refused, nothing written.
 		var fce *ownership.ForeignControllerError
 		require.ErrorAs(t, err, &fce)
 		assert.Equal(t, other.UID, fce.Controller.UID)
-		assert.Zero(t, f.c.Mutations(), "%v", f.c.MutatingRequests())
+		assert.Equal(t, []string{"apply ConfigMap"}, f.c.MutatingRequests())
 		live := &corev1.ConfigMap{}
 		require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(theirs), live))
 		assert.Equal(t, theirs.ResourceVersion, live.ResourceVersion, "untouched")

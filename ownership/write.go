@@ -30,18 +30,20 @@ func Adopt() ApplyOption {
 	return func(o *options) { o.adopt = true }
 }
 
-// readLive returns the live object d names, nil if there is none, from the
-// cache if it can decide: the cache may not hold the object (not seen yet,
-// or outside its label selector) and may strip the managedFields that say
-// who wrote it, so whether it exists and may be adopted, the API server
-// says. (A NotOwned object never has a controller; a cached copy that shows
-// our managedFields is enough.)
+// readLive returns the live object d names from the cache, nil if the
+// cache has none: write then sends a create-only apply, which the API
+// server refuses if the object exists after all (not seen yet, or outside
+// the cache's label selector), and Apply reads it from the API server
+// then. An object the cache holds without a controller is read from the
+// API server too, since the cache may strip the managedFields that say who
+// wrote it. (A NotOwned object never has a controller; a cached copy that
+// shows our managedFields is enough.)
 func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool) (client.Object, error) {
 	live, err := a.read(ctx, a.Client, d)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: reading live object: %w", d.desc, err)
 	}
-	if live == nil || metav1.GetControllerOf(live) == nil && (!notOwned || !wroteBy(live, a.FieldManager)) {
+	if live != nil && metav1.GetControllerOf(live) == nil && (!notOwned || !wroteBy(live, a.FieldManager)) {
 		if live, err = a.read(ctx, a.APIReader, d); err != nil {
 			return nil, fmt.Errorf("apply %s: reading live object from the API server: %w", d.desc, err)
 		}
@@ -88,17 +90,10 @@ func (a *Applier) newObject(d *desiredObject) (client.Object, error) {
 // be taken and has drifted.
 func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Object) (ApplyResult, error) {
 	if live == nil {
-		answer, err := a.send(ctx, d, "")
-		if err != nil {
+		if _, err := a.send(ctx, d, precondition{resourceVersion: createOnly}); err != nil {
 			return "", err
 		}
-		// The object did not exist when read, so this apply created it,
-		// unless someone else created it in between: their managedFields
-		// entry is then in the answer.
-		if onlyManager(answer, a.FieldManager) {
-			return Created, nil
-		}
-		return Updated, nil
+		return Created, nil
 	}
 	switch c := metav1.GetControllerOf(live); {
 	case c != nil && c.UID != d.ownerRef.UID:
@@ -119,7 +114,7 @@ func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Objec
 		return Unchanged, nil
 	}
 	logf.FromContext(ctx).V(1).Info("owned object drifted, applying", "object", d.desc, "field", path)
-	if _, err := a.send(ctx, d, live.GetUID()); err != nil {
+	if _, err := a.send(ctx, d, precondition{uid: live.GetUID()}); err != nil {
 		return "", err
 	}
 	return Updated, nil
@@ -136,15 +131,33 @@ func toMap(obj runtime.Object) (map[string]any, error) {
 	return m, nil
 }
 
+// createOnly is the resourceVersion of an apply that may only create:
+// the API server wipes an object's resourceVersion when an apply creates it
+// (as a create does), and refuses an apply to an existing object whose
+// resourceVersion differs, with a Conflict; no object has this one. One
+// request where a read from the API server and a write were two, on every
+// create (the cache cannot say that an object does not exist).
+const createOnly = "18446744073709551615"
+
+// precondition is what an apply requires of the live object: its UID (the
+// object we judged) or, with createOnly, that there is none.
+type precondition struct {
+	uid             types.UID
+	resourceVersion string
+}
+
 // send applies d's configuration as FieldManager, forcing ownership, and
-// returns the server's answer. With uid set the apply is for that object
-// only: the API server refuses it if the object is gone (Conflict) or is
-// another one by the same name (metadata.uid is immutable: Invalid), see
-// replaced.
-func (a *Applier) send(ctx context.Context, d *desiredObject, uid types.UID) (map[string]any, error) {
+// returns the server's answer. The API server refuses the apply if the
+// object does not meet p: with p.uid, if the object is gone (Conflict) or
+// another one has its name (metadata.uid is immutable: Invalid); with
+// createOnly, if it exists (Conflict); see replaced.
+func (a *Applier) send(ctx context.Context, d *desiredObject, p precondition) (map[string]any, error) {
 	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(d.config)}
-	if uid != "" {
-		u.SetUID(uid)
+	if p.uid != "" {
+		u.SetUID(p.uid)
+	}
+	if p.resourceVersion != "" {
+		u.SetResourceVersion(p.resourceVersion)
 	}
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.ForceOwnership, client.FieldOwner(a.FieldManager)); err != nil {
@@ -171,25 +184,11 @@ func wroteBy(obj client.Object, manager string) bool {
 	return false
 }
 
-// onlyManager reports whether the object in answer, as the API server
-// returned it, has no managedFields entry of a manager other than manager:
-// nobody else has written it.
-func onlyManager(answer map[string]any, manager string) bool {
-	md, _ := answer["metadata"].(map[string]any)
-	entries, _ := md["managedFields"].([]any)
-	for _, e := range entries {
-		if m, _ := e.(map[string]any); stringAt(m, "manager") != manager {
-			return false
-		}
-	}
-	return true
-}
-
-// replaced reports whether err is the API server refusing an apply that
-// names the object's UID because that object is gone (Conflict: "uid
-// mismatch") or another object now has its name (Invalid: metadata.uid is
-// immutable). A forced apply has no field conflicts, so a Conflict can only
-// be that precondition.
+// replaced reports whether err is the API server refusing an apply's
+// precondition: the object we judged is gone (Conflict: "uid mismatch"),
+// another object now has its name (Invalid: metadata.uid is immutable), or
+// an object the cache did not have exists (Conflict). A forced apply has no
+// field conflicts, so a Conflict can only be a precondition.
 func replaced(err error) bool {
 	if apierrors.IsConflict(err) {
 		return true
