@@ -98,14 +98,18 @@ func readyzProbe(cfg *rest.Config, client *http.Client) (func(context.Context) e
 	}, nil
 }
 
-// observe records the end of a pass over key that started at start.
+// observe records the end of a pass over key that started at start. A
+// pass that fails while the last probe found the API server not ready is
+// parked whatever its error: a server that is starting answers 403 until
+// its authorizer has synced, 404 until its APIs are installed, and such a
+// key must not keep the backoff its outage built up.
 func (o *outages) observe(key types.NamespacedName, start time.Time, err error) {
 	if !o.running.Load() {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !IsAPIServerUnavailable(err) || errors.Is(err, reconcile.TerminalError(nil)) {
+	if err == nil || errors.Is(err, reconcile.TerminalError(nil)) || !o.down && !IsAPIServerUnavailable(err) {
 		delete(o.parked, key)
 		return
 	}

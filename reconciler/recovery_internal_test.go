@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -57,5 +59,31 @@ func TestOutagesReleaseOnlyWhatAnObservedOutageFailed(t *testing.T) {
 	o.settle(errors.New("etcd down"), at(11))
 	released, _, _ = o.settle(nil, at(12))
 	assert.Equal(t, []types.NamespacedName{key("after")}, released)
+	assert.Empty(t, o.parked)
+}
+
+// A server that is starting answers before it is ready: 403 until its
+// authorizer has synced. A key whose pass failed that way while the probe
+// saw the server down is still the outage's, and is released with the
+// others (chaos 2: such keys kept the backoff of every failure before).
+func TestOutagesKeepKeysThatFailDifferentlyWhileTheServerIsDown(t *testing.T) {
+	refused := &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "app", errors.New("RBAC: not synced"))
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
+	t0 := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+	o := newOutages(nil)
+	o.running.Store(true)
+	o.observe(key("app"), at(0), refused)
+	o.settle(errors.New("connection refused"), at(1))
+	o.observe(key("app"), at(2), forbidden)
+	o.observe(key("first-failure"), at(2), forbidden)
+	released, _, recovered := o.settle(nil, at(3))
+	assert.True(t, recovered)
+	assert.ElementsMatch(t, []types.NamespacedName{key("app"), key("first-failure")}, released)
+
+	// With the server ready, a 403 is the object's own: it keeps its backoff.
+	o.observe(key("app"), at(4), forbidden)
 	assert.Empty(t, o.parked)
 }
