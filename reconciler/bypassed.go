@@ -24,13 +24,46 @@ import (
 // immediate-deletion decision is made on that read), so no deleting copy
 // ever reaches a pass. Why and how: docs/finalizer.md, "A deletion that
 // races the finalizer".
+//
+// The deletion event of an object whose last finalizer a write removed
+// lists that finalizer too: the API server deletes such an object without
+// storing the write, and the event carries the stored state. released
+// holds the UIDs whose finalizer a pass is removing (after their cleanup,
+// or by the deadline policy), so that their deletion is not taken for one
+// that bypassed the cleanup.
 type bypassed[T Object] struct {
-	mu      sync.Mutex
-	objects map[types.NamespacedName]T
+	mu       sync.Mutex
+	objects  map[types.NamespacedName]T
+	released map[types.UID]struct{}
 }
 
 func newBypassed[T Object]() *bypassed[T] {
-	return &bypassed[T]{objects: map[types.NamespacedName]T{}}
+	return &bypassed[T]{objects: map[types.NamespacedName]T{}, released: map[types.UID]struct{}{}}
+}
+
+// releasing notes that a pass removes the finalizer of uid; done with
+// removed false (the write failed, or made none) takes that back.
+func (b *bypassed[T]) releasing(uid types.UID) (done func(removed bool)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.released[uid] = struct{}{}
+	return func(removed bool) {
+		if !removed {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			delete(b.released, uid)
+		}
+	}
+}
+
+// wasReleased reports whether a pass removed the finalizer of uid, and
+// forgets it: its deletion event comes once.
+func (b *bypassed[T]) wasReleased(uid types.UID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.released[uid]
+	delete(b.released, uid)
+	return ok
 }
 
 func (b *bypassed[T]) put(key types.NamespacedName, obj T) {
@@ -58,7 +91,8 @@ func (r *Reconciler[T]) DeletedWithFinalizer() handler.TypedEventHandler[client.
 	return handler.Funcs{
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			obj, ok := e.Object.(T)
-			if !ok || len(r.opts.Cleanup) == 0 || !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
+			if !ok || len(r.opts.Cleanup) == 0 || r.bypassed.wasReleased(obj.GetUID()) ||
+				!controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
 				return
 			}
 			key := client.ObjectKeyFromObject(obj)

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -76,7 +77,7 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], p *pass[T]) (ct
 		}
 		return res, err
 	}
-	changed, err = finalizer.Remove(ctx, s.Client, obj, r.opts.Finalizer, finalizer.WithAPIReader(r.opts.APIReader))
+	changed, err = r.removeFinalizer(ctx, s.Client, obj)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("all cleanup steps succeeded: %w", err)
 	}
@@ -141,7 +142,7 @@ func (r *Reconciler[T]) overdue(ctx context.Context, s *Scope[T], stuck time.Dur
 	if !r.opts.RemoveFinalizerAfterDeadline {
 		return false, nil
 	}
-	changed, err := finalizer.Remove(ctx, s.Client, s.Object, r.opts.Finalizer, finalizer.WithAPIReader(r.opts.APIReader))
+	changed, err := r.removeFinalizer(ctx, s.Client, s.Object)
 	if err != nil {
 		return false, fmt.Errorf("removing finalizer %s after the cleanup deadline: %w", r.opts.Finalizer, err)
 	}
@@ -160,4 +161,13 @@ func (r *Reconciler[T]) event(obj T, eventType, reason, action, note string) {
 		return
 	}
 	r.opts.Recorder.Eventf(obj, nil, eventType, reason, action, "%s", text.Truncate(note, eventNoteLimit, "…"))
+}
+
+// removeFinalizer removes Options.Finalizer from obj, noting its UID first
+// so that DeletedWithFinalizer does not run the cleanup again when the
+// removal deletes the object (see bypassed).
+func (r *Reconciler[T]) removeFinalizer(ctx context.Context, c client.Client, obj T) (changed bool, err error) {
+	done := r.bypassed.releasing(obj.GetUID())
+	defer func() { done(changed && err == nil) }()
+	return finalizer.Remove(ctx, c, obj, r.opts.Finalizer, finalizer.WithAPIReader(r.opts.APIReader))
 }
