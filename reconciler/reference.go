@@ -249,6 +249,7 @@ func newReferenceCache(mgr manager.Manager) (cache.Cache, error) {
 		Mapper:                      mgr.GetRESTMapper(),
 		DefaultTransform:            keepIdentity(),
 		ReaderFailOnMissingInformer: true,
+		NewInformer:                 NewInformer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the metadata-only cache of referenced objects: %w", err)

@@ -24,6 +24,9 @@ import (
 func CacheOptions(registryNamespace string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{labelManaged: managedBy})
 	return reconciler.GuardCacheFootprint(cache.Options{
+		// Current again a second after an API server outage, not up to a
+		// minute later (client-go's reflector backoff).
+		NewInformer:      reconciler.NewInformer,
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: {Label: managed},
