@@ -49,15 +49,16 @@ func Example() {
 	// Output: <nil> False OddSize waiting for an even size, have 3
 }
 
-// A manager whose cache holds only the operator's own Secrets (by label)
+// A manager whose informers wait out an API server outage, and whose cache
+// holds only the operator's own Secrets (by label)
 // and the ConfigMaps of its namespace. Should a later change leave either
 // kind unbounded (its ByObject entry dropped, say), the manager warns in
 // its log and in reconcilekit_unbounded_cache_informers{kind} as soon as a
 // watch or a cached read starts the kind's informer.
-func ExampleGuardCacheFootprint() {
+func ExampleCacheOptions() {
 	managed := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "widget-operator"})
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Cache: reconciler.GuardCacheFootprint(cache.Options{
+		Cache: reconciler.CacheOptions(cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Secret{}:    {Label: managed},
 				&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{"widgets-system": {}}},

@@ -14,7 +14,7 @@ func ReferenceCache[T Object](r *Reconciler[T]) client.Reader {
 	return r.references.cache
 }
 
-// SetFootprintLog makes the guards GuardCacheFootprint returns from now on
+// SetFootprintLog makes the guards CacheOptions returns from now on
 // log to l, until the returned func restores the default.
 func SetFootprintLog(l logr.Logger) (restore func()) {
 	prev := footprintLog

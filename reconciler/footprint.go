@@ -20,11 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// unboundedCacheInformers is GuardCacheFootprint's metric, in
+// unboundedCacheInformers is CacheOptions' guard's metric, in
 // controller-runtime's registry like the others (metrics.go).
 var unboundedCacheInformers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "reconcilekit_unbounded_cache_informers",
-	Help: "Informers that this process's guarded caches (reconciler.GuardCacheFootprint) started for a kind " +
+	Help: "Informers that this process's guarded caches (reconciler.CacheOptions) started for a kind " +
 		"with no namespace, label or field restriction: each holds every object of the kind in the cluster. By kind.",
 }, []string{"kind"})
 
@@ -32,35 +32,42 @@ func init() {
 	metrics.Registry.MustRegister(unboundedCacheInformers)
 }
 
-// footprintLog is where GuardCacheFootprint warns: controller-runtime's
+// footprintLog is where CacheOptions' guard warns: controller-runtime's
 // logger, the one ctrl.SetLogger sets.
 var footprintLog = logf.Log.WithName("cache-footprint")
 
-// GuardCacheFootprint returns opts with a guard against the usual cause of
-// operator OOMs at scale: a cache that lists and watches every Secret or
-// ConfigMap in the cluster, and so grows with the cluster rather than with
-// what the operator manages. Pass it the manager's cache options, as the
-// last change to them:
+// CacheOptions returns opts with the kit's two safeguards for a manager's
+// cache. Pass it the manager's cache options, as the last change to them:
 //
-//	ctrl.Options{Cache: reconciler.GuardCacheFootprint(cache.Options{ByObject: ...})}
+//	ctrl.Options{Cache: reconciler.CacheOptions(cache.Options{ByObject: ...})}
 //
-// Whenever the cache creates an informer for one of kinds (default: core/v1
-// Secret and ConfigMap; they must be namespaced kinds that opts.Scheme, or
-// client-go's scheme when it is nil, knows) that opts leave unbounded (no
-// namespace restriction and no label or field selector, from ByObject[kind]
-// and then the Default* options, as cache.New defaults them), the guard logs
-// a warning naming the kind and how to bound it, and increments the gauge
+// First, informers that are current again a second after an API server
+// outage: opts.NewInformer is NewInformer unless opts sets its own.
+//
+// Second, a guard against the usual cause of operator OOMs at scale: a
+// cache that lists and watches every Secret or ConfigMap in the cluster,
+// and so grows with the cluster rather than with what the operator
+// manages. Whenever the cache creates an informer for one of guarded
+// (default: core/v1 Secret and ConfigMap; they must be namespaced kinds
+// that opts.Scheme, or client-go's scheme when it is nil, knows) that opts
+// leave unbounded (no namespace restriction and no label or field
+// selector, from ByObject[kind] and then the Default* options, as
+// cache.New defaults them), the guard logs a warning naming the kind and
+// how to bound it, and increments the gauge
 // reconcilekit_unbounded_cache_informers{kind}. That happens when a
 // controller first watches the kind, or when a read through the cached
 // client first needs it. The fix is an entry in opts.ByObject with a Label
 // selector or Namespaces, or reading the kind metadata-only
 // (metav1.PartialObjectMetadata): a metadata-only informer holds a fraction
-// of each object and is not warned about.
-//
-// The guard changes nothing the cache holds or does: it wraps
-// opts.NewInformer (or client-go's default) and returns its informer as
-// is. It panics if a kind is not in the scheme, a programming error.
-func GuardCacheFootprint(opts cache.Options, kinds ...client.Object) cache.Options {
+// of each object and is not warned about. The guard changes nothing the
+// cache holds or does: it wraps opts.NewInformer and returns its informer
+// as is. CacheOptions panics if a kind is not in the scheme, a programming
+// error.
+func CacheOptions(opts cache.Options, guarded ...client.Object) cache.Options {
+	if opts.NewInformer == nil {
+		opts.NewInformer = NewInformer
+	}
+	kinds := guarded
 	if len(kinds) == 0 {
 		kinds = []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}
 	}
@@ -72,7 +79,7 @@ func GuardCacheFootprint(opts cache.Options, kinds ...client.Object) cache.Optio
 	for _, k := range kinds {
 		gvk, err := apiutil.GVKForObject(k, scheme)
 		if err != nil {
-			panic(fmt.Sprintf("reconciler: GuardCacheFootprint: %v (set opts.Scheme)", err))
+			panic(fmt.Sprintf("reconciler: CacheOptions: %v (set opts.Scheme)", err))
 		}
 		// The series exists from the start, so that an alert on it sees 0
 		// rather than no data.
@@ -85,9 +92,6 @@ func GuardCacheFootprint(opts cache.Options, kinds ...client.Object) cache.Optio
 		return opts
 	}
 	next := opts.NewInformer
-	if next == nil {
-		next = toolscache.NewSharedIndexInformer
-	}
 	log := footprintLog
 	opts.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		if _, metadataOnly := obj.(*metav1.PartialObjectMetadata); !metadataOnly {

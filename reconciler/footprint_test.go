@@ -67,7 +67,7 @@ func (l *logLines) get() []string {
 }
 
 // readThroughGuardedCache starts a manager whose cache options are opts
-// guarded by GuardCacheFootprint, reads obj's kind through its cached
+// guarded by CacheOptions, reads obj's kind through its cached
 // client (which starts the kind's informer, as a controller's watch
 // would), and returns what the guard logged and by how much it raised the
 // Secret gauge.
@@ -75,7 +75,7 @@ func readThroughGuardedCache(t *testing.T, opts cache.Options, obj client.Object
 	t.Helper()
 	var logged logLines
 	restore := reconciler.SetFootprintLog(logged.logger())
-	guarded := reconciler.GuardCacheFootprint(opts)
+	guarded := reconciler.CacheOptions(opts)
 	restore()
 
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
@@ -99,11 +99,11 @@ func readThroughGuardedCache(t *testing.T, opts cache.Options, obj client.Object
 	return logged.get(), unboundedInformers(t, "Secret") - before
 }
 
-// TestGuardCacheFootprint: a manager whose cache would hold every Secret in
+// TestCacheOptionsGuardsTheFootprint: a manager whose cache would hold every Secret in
 // the cluster warns, in the log and the gauge, when it starts the Secret
 // informer; one that bounds Secrets by label or namespace, or reads them
 // metadata-only, is silent.
-func TestGuardCacheFootprint(t *testing.T) {
+func TestCacheOptionsGuardsTheFootprint(t *testing.T) {
 	testenv.Require(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()

@@ -28,8 +28,7 @@ const informerRetry = time.Second
 // second inside the call, until it succeeds or the informer stops, so the
 // reflector never sees the failure and never backs off; any other error
 // reaches it as before. Pair it with OutageRecovery, which re-runs the
-// passes the outage failed. Set it before wrapping the options with
-// GuardCacheFootprint, which calls it.
+// passes the outage failed. CacheOptions sets it.
 func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	return toolscache.NewSharedIndexInformer(outageListerWatcher{toolscache.ToListerWatcherWithContext(lw)}, obj, resync, indexers)
 }

@@ -19,14 +19,12 @@ import (
 // WebApps wait for are watched metadata-only in a cache of their own
 // (reconciler.WaitFor: a cache's per-object settings are keyed by kind, so
 // metadata-only reads of Services would get the label selector too).
-// The guard (reconciler.GuardCacheFootprint) warns if a change ever makes
-// the cache hold every Secret or ConfigMap in the cluster.
+// reconciler.CacheOptions adds informers that are current again a second
+// after an API server outage, and warns if a change ever makes the cache
+// hold every Secret or ConfigMap in the cluster.
 func CacheOptions(registryNamespace string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{labelManaged: managedBy})
-	return reconciler.GuardCacheFootprint(cache.Options{
-		// Current again a second after an API server outage, not up to a
-		// minute later (client-go's reflector backoff).
-		NewInformer:      reconciler.NewInformer,
+	return reconciler.CacheOptions(cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: {Label: managed},

@@ -37,7 +37,7 @@ func unboundedInformers(t *testing.T, kind string) float64 {
 }
 
 // TestCacheOptionsBoundSecretsAndConfigMaps: the operator's cache, guarded
-// by reconciler.GuardCacheFootprint, starts no informer that holds every
+// by reconciler.CacheOptions, starts no informer that holds every
 // Secret or ConfigMap in the cluster, with the controller's watches running
 // and a registry ConfigMap read through the cached client.
 func TestCacheOptionsBoundSecretsAndConfigMaps(t *testing.T) {
