@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,7 +13,9 @@ import (
 // Applier applies desired owned objects with server-side apply under one
 // field manager, writing only when the live object has drifted from what we
 // want, and prunes owned objects that are no longer wanted. A pass over
-// objects that already match makes no mutating request; only the fields the
+// objects that already match makes no mutating request (but for the first
+// over an object the API server has and the cache does not, whose
+// create-only apply the server refuses); only the fields the
 // desired object sets are applied or compared, so server defaults, other
 // managers' fields and IgnoreFields are never overwritten; an object
 // controlled by someone else is never modified or deleted. Reads may come
@@ -40,6 +43,25 @@ type Applier struct {
 	// OpenAPI v3 documents. Custom resources need it; without it built-in
 	// kinds use client-go's compiled-in schemas (see [SchemaCache]).
 	Schemas *SchemaCache
+
+	// uncached holds the objects the API server has and the cache did
+	// not (the create-only apply was refused): they are read from the API
+	// server until the cache holds them, so the refusal is paid once. A
+	// pointer, made on first use, so that an Applier stays copyable.
+	uncached *sync.Map // desiredObject.id() -> struct{}
+}
+
+// uncachedMu guards the first use of every Applier's uncached.
+var uncachedMu sync.Mutex
+
+// uncachedSet returns a.uncached, made on first use.
+func (a *Applier) uncachedSet() *sync.Map {
+	uncachedMu.Lock()
+	defer uncachedMu.Unlock()
+	if a.uncached == nil {
+		a.uncached = &sync.Map{}
+	}
+	return a.uncached
 }
 
 // ApplyResult says what Apply did.
@@ -101,6 +123,9 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		return "", err
 	}
 	op, err := a.write(ctx, d, live)
+	if live == nil && replaced(err) {
+		a.uncachedSet().Store(d.id(), struct{}{})
+	}
 	if replaced(err) {
 		// The object we judged was deleted, or replaced by another with
 		// the same name, since the read, or one the cache did not have

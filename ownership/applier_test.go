@@ -3,7 +3,6 @@ package ownership_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"reflect"
 	"testing"
@@ -700,17 +699,6 @@ func TestApplyToAReplacedObject(t *testing.T) {
 	})
 }
 
-// getFunc is a client.Reader whose Get is the function (List is not used).
-type getFunc func(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
-
-func (g getFunc) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return g(ctx, key, obj, opts...)
-}
-
-func (getFunc) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return errors.New("getFunc: List is not implemented")
-}
-
 // Created means the apply created the object, judged by the API server:
 // a cache that has not seen our own create does not turn the next update
 // into a second "Created" (a lying Event or metric), nor into a write when
@@ -743,15 +731,17 @@ func TestApplyReportsWhatTheServerDid(t *testing.T) {
 	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "cfg"}, live))
 	assert.Equal(t, "blue", live.Data["color"])
 
+	// Known to exist now: read from the API server, nothing written.
 	assert.Equal(t, ownership.Unchanged, apply(map[string]string{"color": "blue"}))
-	assert.Equal(t, []string{"apply ConfigMap"}, lagging.MutatingRequests(), "only the refused create-only apply")
+	assert.Zero(t, lagging.Mutations(), "%v", lagging.MutatingRequests())
 	assert.Equal(t, live.ResourceVersion, f.serverVersion(t, live))
 }
 
 // A create costs one request: where the cache has no object, Apply sends a
 // create-only apply instead of asking the API server first. If someone
 // else created the object after the cache's read, the server refuses it and
-// their object is judged (here: not ours to take), never silently adopted.
+// their object is judged (here: not ours to take), never silently adopted;
+// later calls read it from the API server without trying again.
 func TestApplyCreatesWithOneRequest(t *testing.T) {
 	f := setup(t)
 	f.reader.Reset()
@@ -767,7 +757,15 @@ func TestApplyCreatesWithOneRequest(t *testing.T) {
 	_, err := raced.Apply(f.ctx, f.owner, configMap("raced", map[string]string{"color": "blue"}))
 	var refused *ownership.AdoptionRefusedError
 	require.ErrorAs(t, err, &refused)
+	assert.Equal(t, []string{"apply ConfigMap"}, f.c.MutatingRequests(), "the refused create-only apply")
 	assert.Equal(t, theirs.ResourceVersion, f.serverVersion(t, theirs), "untouched")
+
+	// The refusal is paid once: while the cache does not hold the object
+	// (outside its label selector, say), Apply reads the API server first.
+	f.c.Reset()
+	_, err = raced.Apply(f.ctx, f.owner, configMap("raced", map[string]string{"color": "blue"}))
+	require.ErrorAs(t, err, &refused)
+	assert.Zero(t, f.c.Mutations(), "%v", f.c.MutatingRequests())
 }
 
 func TestApplyRefusesInvalidDesired(t *testing.T) {

@@ -90,6 +90,10 @@ type desiredObject struct {
 	adopt    bool
 }
 
+// id identifies d's object among every kind's: "group/version, Kind=K
+// namespace/name".
+func (d *desiredObject) id() string { return d.gvk.String() + " " + d.key.String() }
+
 // buildDesired turns the caller's apply configuration into the
 // desiredObject for owner.
 func (a *Applier) buildDesired(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, o options) (*desiredObject, error) {

@@ -33,19 +33,31 @@ func Adopt() ApplyOption {
 // readLive returns the live object d names from the cache, nil if the
 // cache has none: write then sends a create-only apply, which the API
 // server refuses if the object exists after all (not seen yet, or outside
-// the cache's label selector), and Apply reads it from the API server
-// then. An object the cache holds without a controller is read from the
-// API server too, since the cache may strip the managedFields that say who
-// wrote it. (A NotOwned object never has a controller; a cached copy that
-// shows our managedFields is enough.)
+// the cache's label selector); Apply then reads it from the API server,
+// and so does every later call until the cache holds it (uncached). An
+// object the cache holds without a controller is read from the API server
+// too, since the cache may strip the managedFields that say who wrote it.
+// (A NotOwned object never has a controller; a cached copy that shows our
+// managedFields is enough.)
 func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool) (client.Object, error) {
 	live, err := a.read(ctx, a.Client, d)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: reading live object: %w", d.desc, err)
 	}
-	if live != nil && metav1.GetControllerOf(live) == nil && (!notOwned || !wroteBy(live, a.FieldManager)) {
+	set := a.uncachedSet()
+	_, uncached := set.Load(d.id())
+	switch {
+	case live != nil && uncached:
+		set.Delete(d.id())
+	case live == nil && !uncached:
+		return nil, nil
+	}
+	if live == nil || metav1.GetControllerOf(live) == nil && (!notOwned || !wroteBy(live, a.FieldManager)) {
 		if live, err = a.read(ctx, a.APIReader, d); err != nil {
 			return nil, fmt.Errorf("apply %s: reading live object from the API server: %w", d.desc, err)
+		}
+		if live == nil {
+			set.Delete(d.id())
 		}
 	}
 	return live, nil
