@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -30,15 +31,25 @@ import (
 // storing the write, and the event carries the stored state. released
 // holds the UIDs whose finalizer a pass is removing (after their cleanup,
 // or by the deadline policy), so that their deletion is not taken for one
-// that bypassed the cleanup.
+// that bypassed the cleanup. The deletion event consumes a UID; one whose
+// event never comes here (another finalizer keeps the object, a predicate
+// drops deletions, the handler is not wired) is forgotten after
+// releasedTTL.
 type bypassed[T Object] struct {
 	mu       sync.Mutex
 	objects  map[types.NamespacedName]T
-	released map[types.UID]struct{}
+	released map[types.UID]time.Time
 }
 
+// releasedTTL is how long a released UID waits for its deletion event;
+// the map is swept for older ones once it holds releasedSweep.
+const (
+	releasedTTL   = 10 * time.Minute
+	releasedSweep = 256
+)
+
 func newBypassed[T Object]() *bypassed[T] {
-	return &bypassed[T]{objects: map[types.NamespacedName]T{}, released: map[types.UID]struct{}{}}
+	return &bypassed[T]{objects: map[types.NamespacedName]T{}, released: map[types.UID]time.Time{}}
 }
 
 // releasing notes that a pass removes the finalizer of uid; done with
@@ -46,7 +57,15 @@ func newBypassed[T Object]() *bypassed[T] {
 func (b *bypassed[T]) releasing(uid types.UID) (done func(removed bool)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.released[uid] = struct{}{}
+	now := time.Now()
+	if len(b.released) >= releasedSweep {
+		for u, at := range b.released {
+			if now.Sub(at) > releasedTTL {
+				delete(b.released, u)
+			}
+		}
+	}
+	b.released[uid] = now
 	return func(removed bool) {
 		if !removed {
 			b.mu.Lock()

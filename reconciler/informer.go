@@ -2,7 +2,15 @@ package reconciler
 
 import (
 	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -10,8 +18,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// informerRetry is how often an informer made by NewInformer tries its
-// list or watch again while the API server is unavailable.
+// informerRetry is how often, on average, an informer made by NewInformer
+// tries its list or watch again while the API server is away.
 const informerRetry = time.Second
 
 // NewInformer is a cache.Options.NewInformer (client-go's
@@ -24,10 +32,11 @@ const informerRetry = time.Second
 // to a minute late, and nothing reconciles them before they do (make
 // chaos scenario 2: new WebApps first reconciled 41 s after the last
 // restart). With NewInformer, a list or watch that fails because the API
-// server is unavailable (IsAPIServerUnavailable) is tried again every
-// second inside the call, until it succeeds or the informer stops, so the
-// reflector never sees the failure and never backs off; any other error
-// reaches it as before. Pair it with OutageRecovery, which re-runs the
+// server is away (no connection, 503, 429, etcd unavailable) is tried
+// again every second or so inside the call, with a log line, until it
+// succeeds or the informer stops, so the reflector does not back off for
+// it; any other error (TLS, DNS, credentials, a timeout, 403) reaches the
+// reflector as before. Pair it with OutageRecovery, which re-runs the
 // passes the outage failed. CacheOptions sets it.
 func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	return toolscache.NewSharedIndexInformer(outageListerWatcher{toolscache.ToListerWatcherWithContext(lw)}, obj, resync, indexers)
@@ -54,18 +63,44 @@ func (o outageListerWatcher) WatchWithContext(ctx context.Context, opts metav1.L
 	return untilAvailable(ctx, func() (watch.Interface, error) { return o.lw.WatchWithContext(ctx, opts) })
 }
 
-// untilAvailable calls call until it returns something other than the API
-// server's unavailability, or ctx ends (then its last answer).
+// untilAvailable calls call until it returns something other than
+// serverAway's errors, or ctx ends (then its last answer).
 func untilAvailable[R any](ctx context.Context, call func() (R, error)) (R, error) {
-	for {
+	for logged := false; ; {
 		r, err := call()
-		if err == nil || !IsAPIServerUnavailable(err) {
+		if err == nil || !serverAway(err) {
 			return r, err
+		}
+		if !logged {
+			informerLog.Info("API server unavailable; the informer's list or watch is tried again every second", "error", err.Error())
+			logged = true
 		}
 		select {
 		case <-ctx.Done():
 			return r, err
-		case <-time.After(informerRetry):
+		case <-time.After(informerRetry/2 + rand.N(informerRetry)):
 		}
 	}
+}
+
+// informerLog is where NewInformer's informers say they wait.
+var informerLog = logf.Log.WithName("informer")
+
+// serverAway reports whether err says the API server is not there to
+// answer, for the moment: no connection (refused, reset, EOF), 503, 429 (a
+// restarting server's answer while its watch cache initialises), etcd
+// unavailable. Not a TLS, DNS or credential error, nor a timeout: those
+// reach the reflector, which logs them and backs off.
+func serverAway(err error) bool {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return false
+	case utilnet.IsConnectionRefused(err), utilnet.IsConnectionReset(err),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		apierrors.IsServiceUnavailable(err), apierrors.IsTooManyRequests(err):
+		return true
+	}
+	var status apierrors.APIStatus
+	return apierrors.IsInternalError(err) && errors.As(err, &status) &&
+		strings.Contains(status.Status().Message, "code = Unavailable")
 }

@@ -2,7 +2,9 @@ package reconciler
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/url"
 	"syscall"
@@ -32,10 +34,18 @@ func TestUntilAvailable(t *testing.T) {
 	assert.Equal(t, 42, got)
 	assert.Equal(t, 2, calls, "tried again after the refusal")
 
-	calls = 0
-	_, err = untilAvailable(context.Background(), func() (int, error) { calls++; return 0, forbidden })
-	assert.Equal(t, forbidden, err, "another error reaches the reflector at once")
-	assert.Equal(t, 1, calls)
+	badCA := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/x", Err: x509.UnknownAuthorityError{}}
+	timeout := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/x", Err: context.DeadlineExceeded}
+	for _, other := range []error{forbidden, badCA, timeout} {
+		calls = 0
+		_, err = untilAvailable(context.Background(), func() (int, error) { calls++; return 0, other })
+		assert.Equal(t, other, err, "another error reaches the reflector at once, which logs it and backs off")
+		assert.Equal(t, 1, calls)
+	}
+	for _, away := range []error{refused, io.ErrUnexpectedEOF, apierrors.NewServiceUnavailable("x"), apierrors.NewTooManyRequests("storage is (re)initializing", 1),
+		apierrors.NewInternalError(errors.New("rpc error: code = Unavailable desc = etcd"))} {
+		assert.True(t, serverAway(away), "%v", away)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
