@@ -95,6 +95,9 @@ func readThroughGuardedCache(t *testing.T, opts cache.Options, obj client.Object
 	before := unboundedInformers(t, "Secret")
 	readCtx, readCancel := context.WithTimeout(ctx, time.Minute)
 	defer readCancel()
+	// A read before the manager has started its cache fails ("the cache
+	// is not started"): wait for it.
+	require.True(t, mgr.GetCache().WaitForCacheSync(readCtx), "the manager's cache did not start")
 	require.NoError(t, mgr.GetClient().Get(readCtx, client.ObjectKeyFromObject(obj), obj))
 	return logged.get(), unboundedInformers(t, "Secret") - before
 }
