@@ -3,6 +3,7 @@ package reconciler
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -70,6 +71,14 @@ func (k ownedKinds) check(gk schema.GroupKind) error {
 // identify returns the kind and key that desired names, the namespace
 // defaulted to owner's as Apply defaults it.
 func identify(desired runtime.ApplyConfiguration, owner client.Object) (schema.GroupVersionKind, client.ObjectKey, error) {
+	if v := reflect.ValueOf(desired); v.Kind() == reflect.Pointer && !v.IsNil() {
+		if ac, ok := desired.(identified); ok {
+			// client-go's and controller-gen's apply configurations say it
+			// themselves, without a JSON round trip (a quarter of a
+			// millisecond a pass in the profile).
+			return identifyFrom(deref(ac.GetAPIVersion()), deref(ac.GetKind()), deref(ac.GetNamespace()), deref(ac.GetName()), desired, owner)
+		}
+	}
 	var id struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
@@ -85,13 +94,32 @@ func identify(desired runtime.ApplyConfiguration, owner client.Object) (schema.G
 	if err != nil {
 		return schema.GroupVersionKind{}, client.ObjectKey{}, fmt.Errorf("apply %T: %w", desired, err)
 	}
-	gv, err := schema.ParseGroupVersion(id.APIVersion)
-	if err != nil || id.Kind == "" {
-		return schema.GroupVersionKind{}, client.ObjectKey{}, fmt.Errorf("apply %T: apiVersion %q, kind %q: build desired with its constructor, e.g. appsv1ac.Deployment(name, namespace)", desired, id.APIVersion, id.Kind)
+	return identifyFrom(id.APIVersion, id.Kind, id.Metadata.Namespace, id.Metadata.Name, desired, owner)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
 	}
-	key := client.ObjectKey{Namespace: id.Metadata.Namespace, Name: id.Metadata.Name}
+	return *s
+}
+
+// identified is what generated apply configurations say of themselves.
+type identified interface {
+	GetAPIVersion() *string
+	GetKind() *string
+	GetNamespace() *string
+	GetName() *string
+}
+
+func identifyFrom(apiVersion, kind, namespace, name string, desired runtime.ApplyConfiguration, owner client.Object) (schema.GroupVersionKind, client.ObjectKey, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || kind == "" {
+		return schema.GroupVersionKind{}, client.ObjectKey{}, fmt.Errorf("apply %T: apiVersion %q, kind %q: build desired with its constructor, e.g. appsv1ac.Deployment(name, namespace)", desired, apiVersion, kind)
+	}
+	key := client.ObjectKey{Namespace: namespace, Name: name}
 	if key.Namespace == "" {
 		key.Namespace = owner.GetNamespace()
 	}
-	return gv.WithKind(id.Kind), key, nil
+	return gv.WithKind(kind), key, nil
 }
