@@ -84,20 +84,13 @@ func readThroughGuardedCache(t *testing.T, opts cache.Options, obj client.Object
 		Cache:   guarded,
 	})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	// RunManager returns once the cache has started: a read before that
+	// fails ("the cache is not started").
+	ctx := testenv.RunManager(t, mgr)
 
 	before := unboundedInformers(t, "Secret")
 	readCtx, readCancel := context.WithTimeout(ctx, time.Minute)
 	defer readCancel()
-	// A read before the manager has started its cache fails ("the cache
-	// is not started"): wait for it.
-	require.True(t, mgr.GetCache().WaitForCacheSync(readCtx), "the manager's cache did not start")
 	require.NoError(t, mgr.GetClient().Get(readCtx, client.ObjectKeyFromObject(obj), obj))
 	return logged.get(), unboundedInformers(t, "Secret") - before
 }

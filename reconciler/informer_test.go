@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -32,10 +31,8 @@ func TestNewInformerIsCurrentSoonAfterAnOutage(t *testing.T) {
 	testenv.Require(t)
 	ns := env.Namespace(t)
 	proxy := startProxy(t, env.Config.Host)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Host = "https://" + proxy.addr
 	var failures atomic.Int32
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+	mgr, err := ctrl.NewManager(proxy.config(), ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache: cache.Options{NewInformer: func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
 			if _, ok := obj.(*testv1.Widget); ok {
 				lw = countFailures{toolscache.ToListerWatcherWithContext(lw), &failures}
@@ -43,13 +40,7 @@ func TestNewInformerIsCurrentSoonAfterAnOutage(t *testing.T) {
 			return reconciler.NewInformer(lw, obj, resync, idx)
 		}}})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	ctx := testenv.RunManager(t, mgr)
 	seen := func(name string) bool {
 		return mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &testv1.Widget{}) == nil
 	}

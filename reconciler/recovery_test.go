@@ -77,9 +77,7 @@ func TestOutageRecoveryRequeuesWhatFailedWhileTheAPIServerWasDown(t *testing.T) 
 	testenv.Require(t)
 	ns := env.Namespace(t)
 	proxy := startProxy(t, env.Config.Host)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Host = "https://" + proxy.addr
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+	mgr, err := ctrl.NewManager(proxy.config(), ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: new(true)}})
 	require.NoError(t, err)
 
@@ -106,15 +104,7 @@ func TestOutageRecoveryRequeuesWhatFailedWhileTheAPIServerWasDown(t *testing.T) 
 		WithOptions(controller.Options{RateLimiter: limiter}).
 		WatchesRawSource(r.OutageRecovery()).
 		Complete(r))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped with an error: %v", err)
-		}
-	})
+	ctx := testenv.RunManager(t, mgr)
 
 	require.NoError(t, env.Client.Create(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}))
 	// Converged: its status written, and the cache holding that write, so
@@ -184,6 +174,13 @@ func startProxy(t *testing.T, host string) *tcpProxy {
 	p.serve(ln)
 	t.Cleanup(p.down)
 	return p
+}
+
+// config is env.Config reaching the apiserver through the proxy.
+func (p *tcpProxy) config() *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Host = "https://" + p.addr
+	return cfg
 }
 
 func (p *tcpProxy) serve(ln net.Listener) {

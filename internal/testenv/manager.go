@@ -47,6 +47,16 @@ func (e *Env) StartManager(t testing.TB, setup ...func(manager.Manager) error) *
 			t.Fatalf("setting up manager: %v", err)
 		}
 	}
+	RunManager(t, mgr)
+	return &Manager{Manager: mgr, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache()}
+}
+
+// RunManager starts mgr, which a test built itself (its own rest.Config or
+// cache options), waits until its cache has synced, and stops it when t
+// ends, failing t if it stops with an error. It returns the context mgr
+// runs under.
+func RunManager(t testing.TB, mgr manager.Manager) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -66,5 +76,5 @@ func (e *Env) StartManager(t testing.TB, setup ...func(manager.Manager) error) *
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
 		t.Fatalf("manager cache did not sync")
 	}
-	return &Manager{Manager: mgr, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache()}
+	return ctx
 }
