@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -46,9 +48,11 @@ const ReasonNotConfigured = "NotConfigured"
 // returns, and offers the watch that wakes the objects naming an object
 // when it appears, changes or goes: [Reconciler.ReferenceSources]. That
 // watch is a raw source, so builder.WithEventFilter predicates do not
-// filter it. Its RBAC: list and watch of kind, in every namespace the
-// reconciled objects live in. Without a manager, the step reads through
-// Options.APIReader.
+// filter it. The cache lists and watches kind only from the first pass
+// that finds a name to wait for (that pass waits for the list): an
+// operator whose objects name nothing caches nothing of kind. Its RBAC:
+// list and watch of kind, in every namespace the reconciled objects live
+// in. Without a manager, the step reads through Options.APIReader.
 func WaitFor[T Object](name, condition string, kind client.Object, ref func(T) string) Step[T] {
 	return Step[T]{Name: name, Condition: condition, reference: &reference[T]{kind: kind, name: ref}}
 }
@@ -65,6 +69,68 @@ type reference[T Object] struct {
 type references struct {
 	cache   cache.Cache
 	sources []source.Source
+}
+
+// lazyWatch is the watch of a WaitFor step's referenced kind: its informer
+// and its event source start at the first pass that has a name to wait
+// for ([lazyWatch.need]), so that a fleet whose objects name nothing costs
+// no list, no watch and no memory. It is the source the controller starts
+// ([Reconciler.ReferenceSources]); until it is needed, starting it only
+// remembers the controller's queue.
+type lazyWatch struct {
+	objects cache.Cache
+	obj     *metav1.PartialObjectMetadata
+	kind    source.Source // source.Kind of obj on objects
+
+	mu       sync.Mutex
+	needed   bool // the informer is synced
+	ctx      context.Context
+	queue    workqueue.TypedRateLimitingInterface[reconcile.Request]
+	watching bool
+}
+
+// referenceSyncTimeout bounds a pass's wait for a referenced kind's first
+// list (controller-runtime's CacheSyncTimeout default); the next pass
+// waits again for the same informer.
+const referenceSyncTimeout = 2 * time.Minute
+
+// Start is called by the controller: it starts the watch if a pass already
+// needed it, and remembers ctx and queue otherwise.
+func (l *lazyWatch) Start(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ctx, l.queue = ctx, queue
+	return l.watch()
+}
+
+// need starts the informer, waits until it has listed every object of
+// its kind, and starts the watch if the controller started this source.
+// Passes that need it meanwhile wait for the same list.
+func (l *lazyWatch) need(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.needed {
+		sync, cancel := context.WithTimeout(ctx, referenceSyncTimeout)
+		defer cancel()
+		if _, err := l.objects.GetInformer(sync, l.obj); err != nil {
+			return fmt.Errorf("listing every %s (metadata only; RBAC: list and watch) for the first object that names one, within %s: %w",
+				l.obj.Kind, referenceSyncTimeout, err)
+		}
+		logf.FromContext(ctx).Info("a reconciled object names a referenced object: watching them", "kind", l.obj.Kind)
+		l.needed = true
+	}
+	return l.watch()
+}
+
+// watch starts the event source once both the controller and a pass have
+// asked for it. The informer has synced: registering the handler replays
+// every object as a create, so none that came meanwhile is missed.
+func (l *lazyWatch) watch() error {
+	if !l.needed || l.queue == nil || l.watching {
+		return nil
+	}
+	l.watching = true
+	return l.kind.Start(l.ctx, l.queue)
 }
 
 // ReferenceSources returns the watches of the objects that the
@@ -131,6 +197,7 @@ func resolveReferences[T Object](mgr manager.Manager, opts *Options[T], newObjec
 				refs = &references{}
 			}
 			reader := opts.APIReader
+			need := func(context.Context) error { return nil }
 			if mgr != nil {
 				if objects == nil {
 					if objects, err = newReferenceCache(mgr); err != nil {
@@ -144,24 +211,29 @@ func resolveReferences[T Object](mgr manager.Manager, opts *Options[T], newObjec
 					return nil, fmt.Errorf("%s: %w", field, err)
 				}
 				refs.sources = append(refs.sources, src)
+				need = src.need
 			}
 			if !resolved {
 				// The caller's slice is not ours to change.
 				*list.steps = append([]Step[T](nil), *list.steps...)
 				resolved = true
 			}
-			(*list.steps)[i].Run = waitForReference(reader, step.Name, prefix, gvk, ref)
+			(*list.steps)[i].Run = waitForReference(reader, need, step.Name, prefix, gvk, ref)
 		}
 	}
 	return refs, nil
 }
 
-// waitForReference is the Run of a WaitFor step.
-func waitForReference[T Object](reader client.Reader, step, prefix string, gvk schema.GroupVersionKind, ref *reference[T]) func(context.Context, *Scope[T]) Outcome {
+// waitForReference is the Run of a WaitFor step: need makes reader ready
+// to answer.
+func waitForReference[T Object](reader client.Reader, need func(context.Context) error, step, prefix string, gvk schema.GroupVersionKind, ref *reference[T]) func(context.Context, *Scope[T]) Outcome {
 	return func(ctx context.Context, s *Scope[T]) Outcome {
 		name := ref.name(s.Object)
 		if name == "" {
 			return ContinueWith(ReasonNotConfigured, "no %s configured", step)
+		}
+		if err := need(ctx); err != nil {
+			return Retry(err)
 		}
 		key := client.ObjectKey{Namespace: s.Object.GetNamespace(), Name: name}
 		err := reader.Get(ctx, key, partialObject(gvk))
@@ -181,9 +253,11 @@ func waitForReference[T Object](reader client.Reader, step, prefix string, gvk s
 // watchReference indexes the reconciled objects by the name ref returns
 // and returns the source that maps an event of a referenced object to the
 // reconciled objects in its namespace that name it.
-func watchReference[T Object](mgr manager.Manager, objects cache.Cache, opts *Options[T], step string, gvk schema.GroupVersionKind, ref *reference[T], newObject func() T) (source.Source, error) {
-	if _, err := objects.GetInformer(context.Background(), partialObject(gvk)); err != nil {
-		return nil, fmt.Errorf("creating the metadata-only informer of %s: %w", gvk.Kind, err)
+func watchReference[T Object](mgr manager.Manager, objects cache.Cache, opts *Options[T], step string, gvk schema.GroupVersionKind, ref *reference[T], newObject func() T) (*lazyWatch, error) {
+	// The informer starts later (lazyWatch.need): a kind the API server
+	// does not serve is refused now, not at the first pass.
+	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		return nil, fmt.Errorf("the referenced kind %s: %w", gvk, err)
 	}
 	owner, err := apiutil.GVKForObject(newObject(), opts.Scheme)
 	if err != nil {
@@ -203,7 +277,7 @@ func watchReference[T Object](mgr manager.Manager, objects cache.Cache, opts *Op
 		return nil, fmt.Errorf("indexing %s by the %s it names: %w", owner.Kind, gvk.Kind, err)
 	}
 	lister := mgr.GetClient()
-	return source.Kind(objects, partialObject(gvk), handler.TypedEnqueueRequestsFromMapFunc(
+	kind := source.Kind(objects, partialObject(gvk), handler.TypedEnqueueRequestsFromMapFunc(
 		func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
 			list, _ := opts.Scheme.New(listGVK)
 			owners := list.(client.ObjectList)
@@ -217,7 +291,8 @@ func watchReference[T Object](mgr manager.Manager, objects cache.Cache, opts *Op
 				return nil
 			})
 			return reqs
-		})), nil
+		}))
+	return &lazyWatch{objects: objects, obj: partialObject(gvk), kind: kind}, nil
 }
 
 // partialObject is an empty metadata-only object of gvk.

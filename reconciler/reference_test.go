@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -27,11 +28,12 @@ import (
 func configOf(w *testv1.Widget) string { return w.Spec.Color }
 
 // TestWaitForWakesOnTheReferencedObject runs a controller under a
-// manager: a Widget naming a ConfigMap that does not exist waits with
-// ConfigReady=False ConfigNotFound (and no requeue); creating the
-// ConfigMap, with no change to the Widget, wakes it through the
-// metadata-only watch and it continues. The ConfigMap is cached as its
-// name, namespace and resourceVersion only.
+// manager: while no Widget names a ConfigMap, none is cached; the first
+// Widget that names an existing one finds it; a Widget naming a ConfigMap
+// that does not exist waits with ConfigReady=False ConfigNotFound (and no
+// requeue); creating the ConfigMap, with no change to the Widget, wakes it
+// through the metadata-only watch and it continues. The ConfigMap is
+// cached as its name, namespace and resourceVersion only.
 func TestWaitForWakesOnTheReferencedObject(t *testing.T) {
 	testenv.Require(t)
 	ctx := context.Background()
@@ -44,7 +46,7 @@ func TestWaitForWakesOnTheReferencedObject(t *testing.T) {
 		r, err = reconciler.New(mgr, reconciler.Options[*testv1.Widget]{Name: name, Steps: []widgetStep{
 			reconciler.WaitFor("config", "ConfigReady", &corev1.ConfigMap{}, configOf),
 			{Name: "after", Run: func(_ context.Context, s *scope) reconciler.Outcome {
-				if s.Object.Namespace == ns {
+				if s.Object.Namespace == ns && s.Object.Name == "w" {
 					after.Add(1)
 				}
 				return reconciler.Continue()
@@ -63,10 +65,29 @@ func TestWaitForWakesOnTheReferencedObject(t *testing.T) {
 	})
 	require.Len(t, r.ReferenceSources(), 1)
 
+	// A Widget that names nothing starts no informer.
+	configMaps := &metav1.PartialObjectMetadataList{}
+	configMaps.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	none := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: ns}}
+	require.NoError(t, env.Client.Create(ctx, none))
+	cond := waitForCondition(t, client.ObjectKeyFromObject(none), "ConfigReady", metav1.ConditionTrue)
+	assert.Equal(t, reconciler.ReasonNotConfigured, cond.Reason)
+	var notCached *cache.ErrResourceNotCached
+	require.ErrorAs(t, reconciler.ReferenceCache(r).List(ctx, configMaps), &notCached, "no ConfigMap is cached while no Widget names one")
+
+	// The first Widget naming one waits for the list: it finds an
+	// existing ConfigMap at once.
+	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "early-db", Namespace: ns}}))
+	early := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "early", Namespace: ns}, Spec: testv1.WidgetSpec{Color: "early-db"}}
+	require.NoError(t, env.Client.Create(ctx, early))
+	cond = waitForCondition(t, client.ObjectKeyFromObject(early), "ConfigReady", metav1.ConditionTrue)
+	assert.Equal(t, "ConfigFound", cond.Reason)
+	require.NoError(t, reconciler.ReferenceCache(r).List(ctx, configMaps))
+
 	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}, Spec: testv1.WidgetSpec{Color: "orders-db"}}
 	require.NoError(t, env.Client.Create(ctx, w))
 	key := client.ObjectKeyFromObject(w)
-	cond := waitForCondition(t, key, "ConfigReady", metav1.ConditionFalse)
+	cond = waitForCondition(t, key, "ConfigReady", metav1.ConditionFalse)
 	assert.Equal(t, "ConfigNotFound", cond.Reason)
 	assert.Equal(t, `config ConfigMap "orders-db" not found in namespace "`+ns+`"`, cond.Message)
 	assert.Zero(t, after.Load(), "the steps after a waiting WaitFor do not run")
