@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -56,20 +54,20 @@ const DefaultRolloutProgressInterval = 5 * time.Second
 // owner's next pass, status updates of obj that leave it InProgress start
 // at most one pass per Options.RolloutProgressInterval.
 func (s *Scope[T]) Rollout(obj client.Object) Outcome {
-	u, err := s.unstructured(obj)
+	gvk, err := apiutil.GVKForObject(obj, s.applier.Scheme)
 	if err != nil {
-		return Retry(err)
+		return Retry(fmt.Errorf("rollout: %T: %w", obj, err))
 	}
-	res, err := status.Compute(u)
+	res, err := computeStatus(obj, gvk)
 	if err != nil {
-		return Retry(fmt.Errorf("computing the status of %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(obj), err))
+		return Retry(fmt.Errorf("computing the status of %s %s: %w", gvk.Kind, client.ObjectKeyFromObject(obj), err))
 	}
-	name := fmt.Sprintf("%s %s", u.GetKind(), obj.GetName())
+	name := fmt.Sprintf("%s %s", gvk.Kind, obj.GetName())
 	switch res.Status {
 	case status.CurrentStatus:
 		return ContinueWith(ReasonCurrent, "%s", res.Message)
 	case status.InProgressStatus:
-		s.waits = append(s.waits, waited{gk: u.GroupVersionKind().GroupKind(), key: client.ObjectKeyFromObject(obj),
+		s.waits = append(s.waits, waited{gk: gvk.GroupKind(), key: client.ObjectKeyFromObject(obj),
 			uid: obj.GetUID(), generation: obj.GetGeneration()})
 		return Wait(ReasonInProgress, "%s: %s", name, res.Message)
 	case status.TerminatingStatus:
@@ -89,23 +87,4 @@ func (s *Scope[T]) Rollout(obj client.Object) Outcome {
 	default:
 		return Retry(fmt.Errorf("%s: status %s: %s", name, res.Status, res.Message))
 	}
-}
-
-// unstructured converts obj for kstatus, which picks its rules by group
-// and kind.
-func (s *Scope[T]) unstructured(obj client.Object) (*unstructured.Unstructured, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u, nil
-	}
-	gvk, err := apiutil.GVKForObject(obj, s.applier.Scheme)
-	if err != nil {
-		return nil, fmt.Errorf("rollout: %T: %w", obj, err)
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, fmt.Errorf("rollout: converting %T: %w", obj, err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(gvk)
-	return u, nil
 }

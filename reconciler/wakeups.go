@@ -10,8 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -376,7 +374,7 @@ func (f *wakeupFilter) update(old, new client.Object) bool {
 	if !ok || seen.uid != new.GetUID() || seen.generation != new.GetGeneration() || !statusOnly(old, new) {
 		return true
 	}
-	if st, err := kstatus(new, f.gvk); err != nil || st != status.InProgressStatus || f.w.queue.Load() == nil {
+	if res, err := computeStatus(new, f.gvk); err != nil || res.Status != status.InProgressStatus || f.w.queue.Load() == nil {
 		return true
 	}
 	f.w.refreshAfter(owner, f.refresh)
@@ -414,25 +412,6 @@ func statusOnly(old, new client.Object) bool {
 		equality.Semantic.DeepEqual(old.GetOwnerReferences(), new.GetOwnerReferences()) &&
 		equality.Semantic.DeepEqual(old.GetFinalizers(), new.GetFinalizers()) &&
 		old.GetDeletionTimestamp().Equal(new.GetDeletionTimestamp())
-}
-
-// kstatus computes obj's kstatus, obj being of kind gvk (objects from an
-// informer carry no apiVersion and kind).
-func kstatus(obj client.Object, gvk schema.GroupVersionKind) (status.Status, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		if err != nil {
-			return "", err
-		}
-		u = &unstructured.Unstructured{Object: m}
-		u.SetGroupVersionKind(gvk)
-	}
-	res, err := status.Compute(u)
-	if err != nil {
-		return "", err
-	}
-	return res.Status, nil
 }
 
 // wakeupSource gives wakeups the controller's queue, for the parked events
