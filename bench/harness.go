@@ -257,7 +257,7 @@ type harness struct {
 	cfg      Config
 	upstream *rest.Config
 	self     *Counter
-	c        client.Client
+	c        client.WithWatch
 	rc       rest.Interface
 }
 
@@ -340,7 +340,7 @@ func newHarness(ctx context.Context, upstream *rest.Config, cfg Config) (*harnes
 	selfCfg := rest.CopyConfig(upstream)
 	selfCfg.QPS, selfCfg.Burst = -1, 0 // no client-side throttling: the apiserver is the limit
 	selfCfg.Wrap(h.self.Transport)
-	if h.c, err = client.New(selfCfg, client.Options{Scheme: scheme}); err != nil {
+	if h.c, err = client.NewWithWatch(selfCfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
 	rcCfg := rest.CopyConfig(upstream)
@@ -523,15 +523,16 @@ func (h *harness) raw(ctx context.Context) (RawResult, error) {
 			return err
 		}
 		if h.cfg.ControllerManager {
-			readyNow := 0
+				readyNow := 0
+			deployments, err := h.follow(ctx, ns, &appsv1.DeploymentList{})
+			if err != nil {
+				return err
+			}
+			defer deployments.Close()
 			if err := pollEvery(ctx, h.readyInterval(), h.cfg.Timeout, func() (bool, error) {
-				var list appsv1.DeploymentList
-				if err := h.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-					return false, err
-				}
 				ready := 0
-				for i := range list.Items {
-					if deploymentReady(&list.Items[i]) {
+				for _, d := range deployments.Items() {
+					if deploymentReady(d.(*appsv1.Deployment)) {
 						ready++
 					}
 				}
@@ -769,14 +770,16 @@ func (h *harness) controlPlaneCPU() (time.Duration, error) {
 // start in p.Progress.
 func (h *harness) waitReady(ctx context.Context, ns, image string, start time.Time, p *Phase) error {
 	readyNow := 0
-	err := pollEvery(ctx, h.readyInterval(), h.cfg.Timeout, func() (bool, error) {
+	apps, err := h.follow(ctx, ns, &webappv1.WebAppList{})
+	if err != nil {
+		return err
+	}
+	defer apps.Close()
+	err = pollEvery(ctx, h.readyInterval(), h.cfg.Timeout, func() (bool, error) {
 		defer func() { p.Progress = record(p.Progress, Sample{At: time.Since(start), N: readyNow}) }()
-		var list webappv1.WebAppList
-		if err := h.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
 		ready := 0
-		for _, a := range list.Items {
+		for _, o := range apps.Items() {
+			a := o.(*webappv1.WebApp)
 			if a.Status.IsReady() && (a.Status.ObservedGeneration == nil || *a.Status.ObservedGeneration >= a.Generation) {
 				ready++
 			}
@@ -835,6 +838,11 @@ func (h *harness) update(ctx context.Context, op *Operator, ns string) (Phase, e
 // finalized them all and gone idle.
 func (h *harness) delete(ctx context.Context, op *Operator, ns string) (Phase, error) {
 	return h.phase(ctx, op, "delete", func(p *Phase, before OperatorStats) error {
+		apps, err := h.follow(ctx, ns, &webappv1.WebAppList{})
+		if err != nil {
+			return err
+		}
+		defer apps.Close()
 		start := time.Now()
 		// One DELETE per WebApp, in parallel as they were created: a
 		// DeleteCollection of 1,000 of them outlived the apiserver's
@@ -846,14 +854,12 @@ func (h *harness) delete(ctx context.Context, op *Operator, ns string) (Phase, e
 			return fmt.Errorf("deleting the WebApps in %s: %w", ns, err)
 		}
 		if err := pollEvery(ctx, h.readyInterval(), h.cfg.Timeout, func() (bool, error) {
-			var list webappv1.WebAppList
-			err := h.c.List(ctx, &list, client.InNamespace(ns))
-			return err == nil && len(list.Items) == 0, err
+			return len(apps.Items()) == 0, nil
 		}); err != nil {
 			return fmt.Errorf("waiting for the %s operator to finalize the WebApps: %w", op.Name, err)
 		}
 		p.Elapsed = time.Since(start)
-		_, err := op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout, nil)
+		_, err = op.WaitQuiet(ctx, before.Reconciles+float64(h.cfg.N), h.cfg.QuietFor, h.cfg.Timeout, nil)
 		return err
 	})
 }
