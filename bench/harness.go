@@ -523,7 +523,7 @@ func (h *harness) raw(ctx context.Context) (RawResult, error) {
 			return err
 		}
 		if h.cfg.ControllerManager {
-				readyNow := 0
+			readyNow := 0
 			deployments, err := h.follow(ctx, ns, &appsv1.DeploymentList{})
 			if err != nil {
 				return err
