@@ -164,7 +164,7 @@ BENCH_SCALE_N ?= 10000
 BENCH_SCALE_ARGS ?=
 .PHONY: bench-scale
 bench-scale: tools ## 10,000 WebApps converged, each operator restarting over them, deleted; a section of docs/performance.md and figures (BENCH_SCALE_N=10000; budget 75 min on 2 cores).
-	cd bench && go run ./cmd/bench -scale -n $(BENCH_SCALE_N) $(BENCH_SCALE_ARGS)
+	cd bench && go run ./cmd/bench -scale -simulated-rollouts -n $(BENCH_SCALE_N) $(BENCH_SCALE_ARGS)
 
 ##@ Local cluster
 

@@ -105,6 +105,11 @@ resolve_tools() {
 }
 
 metrics_server() { [[ "${KWOK_METRICS_SERVER:-}" == 1 ]]; }
+# CLUSTER_SIMULATED_ROLLOUTS=1 (make bench-scale): kube-controller-manager
+# runs without the controllers that roll Deployments out and publish
+# Services, kwok reports each Deployment rolled out
+# (hack/stages/deployment-rolled-out.yaml), and there is no node.
+simulated_rollouts() { [[ "${CLUSTER_SIMULATED_ROLLOUTS:-}" == 1 ]]; }
 
 # The label metrics-server selects nodes by (--node-selector); `up` sets it on
 # a node only after verify_node_loopback passed.
@@ -143,7 +148,14 @@ start_cluster() {
 		# The Service IP range is a /16: kube-apiserver's default /24 runs out
 		# after some 250 Services (make bench creates one per WebApp).
 		local config=$cluster_dir/$name.kwokctl.yaml
-		local ms_options="" ms_patches="" kcm_hpa=""
+		local ms_options="" ms_patches="" kcm_hpa="" kcm_controllers="" stages=""
+		if simulated_rollouts; then
+			kcm_controllers="
+  - key: controllers
+    value: '*,-deployment-controller,-replicaset-controller,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller,-node-lifecycle-controller'"
+			stages="---
+$(cat "$repo/hack/stages/deployment-rolled-out.yaml")"
+		fi
 		# kube-controller-manager's and kube-scheduler's client rate limits
 		# (--kube-api-qps/--kube-api-burst) raised from their defaults
 		# (20/30 and 50/100), which are sized for small clusters, as large
@@ -196,13 +208,14 @@ start_cluster() {
 			  - key: kube-api-qps
 			    value: "$kcm_qps"
 			  - key: kube-api-burst
-			    value: "$kcm_burst"$kcm_hpa
+			    value: "$kcm_burst"$kcm_hpa$kcm_controllers
 			- name: kube-scheduler
 			  extraArgs:
 			  - key: kube-api-qps
 			    value: "$kcm_qps"
 			  - key: kube-api-burst
 			    value: "$kcm_burst"$ms_patches
+			$stages
 		EOF
 		local args=(
 			create cluster
@@ -228,7 +241,10 @@ start_cluster() {
 
 	# One simulated node; kwok's default stages make it and its pods Ready.
 	# `scale` converges to the given count, so a rerun does not add nodes.
-	if metrics_server; then
+	# Simulated rollouts make no pods, and kwok has no node stages then.
+	if simulated_rollouts; then
+		return 0
+	elif metrics_server; then
 		# Its only InternalIP is 127.0.0.1 (kwokctl's default is 192.0.2.1):
 		# metrics-server scrapes the node's InternalIP at its kubelet port,
 		# which kwok sets to its own.

@@ -124,6 +124,7 @@ type options struct {
 	peers                 string
 	raw, update           bool
 	scale                 bool
+	simulatedRollouts     bool
 }
 
 func run() error {
@@ -146,6 +147,7 @@ func run() error {
 	flag.IntVar(&o.reconcilers, "reconcilers", 4, "WebApps each operator reconciles at once (--max-concurrent-reconciles, the same for all three)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write each operator's CPU profile of every phase and its heap after it here, for `go tool pprof` (profiling costs CPU: report the figures of a run without it)")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other; with -scale, one scale report) to -out, and exit")
+	flag.BoolVar(&o.simulatedRollouts, "simulated-rollouts", false, "on the bench's own cluster, kwok reports every Deployment rolled out and kube-controller-manager runs no deployment, ReplicaSet or endpoints controller (hack/stages/deployment-rolled-out.yaml): the operators see the same Deployment status without the cluster making ReplicaSets, Pods and Endpoints (make bench-scale)")
 	flag.BoolVar(&o.scale, "scale", false, "the scale run (make bench-scale): reconcilekit converges -n WebApps from zero, each operator restarts over them, reconcilekit deletes them; written to its own section of -out")
 	flag.Parse()
 	if o.n < 1 {
@@ -219,6 +221,11 @@ func run() error {
 		cluster = "kwok (kwokctl --runtime binary: etcd, kube-apiserver, kube-controller-manager, kube-scheduler; kwok nodes for every pod of a phase)"
 		dir := filepath.Join(repo, ".cluster", "bench")
 		env := clusterEnv(dir)
+		if o.simulatedRollouts {
+			cluster = "kwok (kwokctl --runtime binary: etcd, kube-apiserver, kube-controller-manager without its deployment, ReplicaSet and endpoints controllers, kube-scheduler; " +
+				"rollouts simulated: kwok reports each Deployment rolled out 1 to 2 s after it changes, hack/stages/deployment-rolled-out.yaml; no pods, no nodes)"
+			env = append(env, "CLUSTER_SIMULATED_ROLLOUTS=1")
+		}
 		if o.clusterQPS > 0 {
 			tools, err := fastTools(ctx, repo, filepath.Join(dir, "tools"), o.clusterQPS)
 			if err != nil {
@@ -252,7 +259,7 @@ func run() error {
 	if err := requireLoopback(cfg); err != nil {
 		return err
 	}
-	if o.kubeconfig == "" {
+	if o.kubeconfig == "" && !o.simulatedRollouts {
 		// Room for every pod of a phase, twice over for the image update's
 		// surge (a scale run has none), plus headroom: by pod count, then
 		// by CPU.
@@ -534,7 +541,7 @@ func clusterEnv(dir string) []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "CLUSTER_NAME", "CLUSTER_DIR", "CLUSTER_KUBECONFIG", "KUBE_APISERVER_PORT", "TOOLS_BIN":
+		case "CLUSTER_NAME", "CLUSTER_DIR", "CLUSTER_KUBECONFIG", "KUBE_APISERVER_PORT", "TOOLS_BIN", "CLUSTER_SIMULATED_ROLLOUTS":
 		default:
 			env = append(env, kv)
 		}
