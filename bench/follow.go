@@ -84,39 +84,55 @@ func (f *follower) relist(ctx context.Context) (string, error) {
 }
 
 // run watches from rv until ctx is done: again from the last version seen
-// when a watch ends, after a new list when that version is gone.
+// when a watch ends, after a new list when that version is gone (410), a
+// second after a failure.
 func (f *follower) run(ctx context.Context, rv string) {
 	defer close(f.done)
+	relist := false
 	for ctx.Err() == nil {
-		if rv == "" {
+		if relist {
 			var err error
 			if rv, err = f.relist(ctx); err != nil {
 				pause(ctx, time.Second)
 				continue
 			}
 		}
-		rv = f.watch(ctx, rv)
+		var failed bool
+		if rv, relist, failed = f.watch(ctx, rv); failed {
+			pause(ctx, time.Second)
+		}
 	}
 }
 
 // watch applies the events of one watch from rv and returns the version
-// to go on from ("" to list again).
-func (f *follower) watch(ctx context.Context, rv string) string {
+// to go on from, whether to list again first (rv is gone) and whether the
+// watch failed.
+func (f *follower) watch(ctx context.Context, rv string) (next string, relist, failed bool) {
 	timeout := int64(time.Hour / time.Second)
 	w, err := f.c.Watch(ctx, f.list.DeepCopyObject().(client.ObjectList), client.InNamespace(f.ns),
 		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout}})
 	if err != nil {
-		pause(ctx, time.Second)
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			return ""
-		}
-		return rv
+		return rv, gone(err), true
 	}
 	defer w.Stop()
-	for ev := range w.ResultChan() {
-		if ev.Type == watch.Error {
-			return "" // usually 410 Gone: the version is too old
+	events := 0
+	for {
+		var ev watch.Event
+		var open bool
+		select {
+		case <-ctx.Done(): // Close: do not wait for the watch to notice
+			return rv, false, false
+		case ev, open = <-w.ResultChan():
 		}
+		if !open {
+			// A watch that ends at once, with nothing, is paused after
+			// like a failure; one that ran ends at its timeout.
+			return rv, false, events == 0
+		}
+		if ev.Type == watch.Error {
+			return rv, gone(apierrors.FromObject(ev.Object)), true
+		}
+		events++
 		o, ok := ev.Object.(client.Object)
 		if !ok {
 			continue
@@ -131,8 +147,10 @@ func (f *follower) watch(ctx context.Context, rv string) string {
 		}
 		f.mu.Unlock()
 	}
-	return rv
 }
+
+// gone reports whether a watch failed because its version is too old.
+func gone(err error) bool { return apierrors.IsResourceExpired(err) || apierrors.IsGone(err) }
 
 func pause(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

@@ -141,6 +141,14 @@ pids_of_cluster() {
 # cluster exited meanwhile, 1 on timeout.
 start_cluster() {
 	if exists && healthy; then
+		# A cluster left running is reused only in the same mode: a run
+		# that asked for simulated rollouts must not measure real ones.
+		local want=0 have=0
+		if simulated_rollouts; then want=1; fi
+		if [[ -f "$workdir/simulated-rollouts" ]]; then have=1; fi
+		if [[ $want != "$have" ]]; then
+			die "cluster $name is running with other rollouts than CLUSTER_SIMULATED_ROLLOUTS=${CLUSTER_SIMULATED_ROLLOUTS:-} asks for; stop it first: $0 down"
+		fi
 		say "cluster $name is already running"
 	else
 		# Options that have no command-line flag. bindAddress keeps etcd, the
@@ -236,6 +244,9 @@ $(cat "$repo/hack/stages/deployment-rolled-out.yaml")"
 		say "starting cluster $name (work dir $workdir)"
 		if ! kwokctl "${args[@]}"; then
 			die "kwokctl create cluster failed; component logs are in $workdir/logs; clean up with: $0 down"
+		fi
+		if simulated_rollouts; then
+			touch "$workdir/simulated-rollouts"
 		fi
 	fi
 

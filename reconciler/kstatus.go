@@ -52,10 +52,10 @@ func statusView(obj client.Object, gvk schema.GroupVersionKind) (*unstructured.U
 			continue
 		}
 		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		part := v.Elem().FieldByIndex(f.Index)
-		if f.Type.Kind() != reflect.Struct || key == "" || key == "-" {
-			return wholeObject(obj, gvk) // not the usual shape: convert it all
+		if len(f.Index) != 1 || f.Type.Kind() != reflect.Struct || key == "" || key == "-" {
+			return wholeObject(obj, gvk) // not the usual shape (promoted, a pointer, untagged): convert it all
 		}
+		part := v.Elem().Field(f.Index[0])
 		c := reflect.New(f.Type).Elem()
 		c.Set(part) // a shallow copy: the templates are dropped from it only
 		for _, big := range []string{"Template", "JobTemplate", "VolumeClaimTemplates"} {

@@ -194,3 +194,28 @@ func BenchmarkStatusView(b *testing.B) {
 		}
 	})
 }
+
+// promoted has its spec in an embedded struct behind a pointer.
+type promoted struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	*promotedSpec     `json:",inline"`
+}
+
+type promotedSpec struct {
+	Spec struct {
+		Replicas int32 `json:"replicas"`
+	} `json:"spec"`
+}
+
+func (p *promoted) DeepCopyObject() runtime.Object { out := *p; return &out }
+
+// TestStatusViewOfAPromotedSpec: a Spec promoted from an embedded nil
+// pointer is converted with the whole object, not read through the nil
+// pointer (a panic on the informer's goroutine).
+func TestStatusViewOfAPromotedSpec(t *testing.T) {
+	gvk := testv1.GroupVersion.WithKind("Promoted")
+	u, err := statusView(&promoted{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}, gvk)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), u.GetGeneration())
+}

@@ -105,17 +105,30 @@ func (l *lazyWatch) Start(ctx context.Context, queue workqueue.TypedRateLimiting
 
 // need starts the informer, waits until it has listed every object of
 // its kind, and starts the watch if the controller started this source.
-// Passes that need it meanwhile wait for the same list.
+// Each pass waits for the same list on its own context, not behind
+// another's: a list that cannot finish (no RBAC to list the kind) holds
+// back only the passes that name an object, each for at most
+// referenceSyncTimeout.
 func (l *lazyWatch) need(ctx context.Context) error {
+	l.mu.Lock()
+	needed := l.needed
+	l.mu.Unlock()
+	if needed {
+		return nil
+	}
+	inf, err := l.objects.GetInformer(ctx, l.obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("starting the metadata-only informer of %s: %w", l.obj.Kind, err)
+	}
+	wait, cancel := context.WithTimeout(ctx, referenceSyncTimeout)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(wait.Done(), inf.HasSynced) {
+		return fmt.Errorf("the first object naming a %s waits until every %s is listed (metadata only; RBAC: list and watch): not done within %s",
+			l.obj.Kind, l.obj.Kind, referenceSyncTimeout)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.needed {
-		sync, cancel := context.WithTimeout(ctx, referenceSyncTimeout)
-		defer cancel()
-		if _, err := l.objects.GetInformer(sync, l.obj); err != nil {
-			return fmt.Errorf("listing every %s (metadata only; RBAC: list and watch) for the first object that names one, within %s: %w",
-				l.obj.Kind, referenceSyncTimeout, err)
-		}
 		logf.FromContext(ctx).Info("a reconciled object names a referenced object: watching them", "kind", l.obj.Kind)
 		l.needed = true
 	}

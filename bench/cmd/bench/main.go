@@ -147,7 +147,7 @@ func run() error {
 	flag.IntVar(&o.reconcilers, "reconcilers", 4, "WebApps each operator reconciles at once (--max-concurrent-reconciles, the same for all three)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write each operator's CPU profile of every phase and its heap after it here, for `go tool pprof` (profiling costs CPU: report the figures of a run without it)")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other; with -scale, one scale report) to -out, and exit")
-	flag.BoolVar(&o.simulatedRollouts, "simulated-rollouts", false, "on the bench's own cluster, kwok reports every Deployment rolled out and kube-controller-manager runs no deployment, ReplicaSet or endpoints controller (hack/stages/deployment-rolled-out.yaml): the operators see the same Deployment status without the cluster making ReplicaSets, Pods and Endpoints (make bench-scale)")
+	flag.BoolVar(&o.simulatedRollouts, "simulated-rollouts", false, "on the bench's own cluster, kwok writes each Deployment's final rolled-out status 1-2 s after it changes (hack/stages/deployment-rolled-out.yaml) and kube-controller-manager runs no deployment, ReplicaSet, endpoints, EndpointSlice(-mirroring) or node-lifecycle controller: no ReplicaSets, Pods or Endpoints, and no in-between rollout statuses (make bench-scale)")
 	flag.BoolVar(&o.scale, "scale", false, "the scale run (make bench-scale): reconcilekit converges -n WebApps from zero, each operator restarts over them, reconcilekit deletes them; written to its own section of -out")
 	flag.Parse()
 	if o.n < 1 {
@@ -222,8 +222,8 @@ func run() error {
 		dir := filepath.Join(repo, ".cluster", "bench")
 		env := clusterEnv(dir)
 		if o.simulatedRollouts {
-			cluster = "kwok (kwokctl --runtime binary: etcd, kube-apiserver, kube-controller-manager without its deployment, ReplicaSet and endpoints controllers, kube-scheduler; " +
-				"rollouts simulated: kwok reports each Deployment rolled out 1 to 2 s after it changes, hack/stages/deployment-rolled-out.yaml; no pods, no nodes)"
+			cluster = "kwok (kwokctl --runtime binary: etcd, kube-apiserver, kube-controller-manager without its deployment, ReplicaSet, endpoints, EndpointSlice(-mirroring) and node-lifecycle controllers, kube-scheduler; " +
+				"rollouts simulated: kwok writes each Deployment's final rolled-out status 1 to 2 s after it changes, hack/stages/deployment-rolled-out.yaml; no in-between statuses, no pods, no nodes)"
 			env = append(env, "CLUSTER_SIMULATED_ROLLOUTS=1")
 		}
 		if o.clusterQPS > 0 {
