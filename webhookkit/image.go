@@ -37,14 +37,20 @@ func (r imageRef) String() string {
 // library/ that Docker Hub puts before a one-component name.
 const maxRepositoryLength = 255
 
+// maxTagLength bounds a tag, as the reference grammar does.
+const maxTagLength = 128
+
 var (
 	// pathComponentRE: lower-case alphanumerics separated by '.', '_', '__'
 	// or one or more '-'.
 	pathComponentRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
 	// domainComponentRE: a DNS label, either case.
 	domainComponentRE = regexp.MustCompile(`^(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])$`)
-	tagRE             = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
-	lowerHexRE        = regexp.MustCompile(`^[a-f0-9]+$`)
+	// tagRE is [A-Za-z0-9_][A-Za-z0-9_.-]{0,127} with the length checked
+	// apart: the bounded repetition compiles to 128 copies of its class,
+	// 130 KiB of heap held by every operator from init on.
+	tagRE      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+	lowerHexRE = regexp.MustCompile(`^[a-f0-9]+$`)
 )
 
 // digestHexLength lists the digest algorithms accepted and the length of
@@ -82,7 +88,7 @@ func parseImageReference(s string) (imageRef, error) {
 		if tag == "" {
 			return imageRef{}, errors.New("tag after ':' must not be empty")
 		}
-		if !tagRE.MatchString(tag) {
+		if len(tag) > maxTagLength || !tagRE.MatchString(tag) {
 			return imageRef{}, fmt.Errorf("tag %q must match [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag)
 		}
 		ref.tag = tag

@@ -11,8 +11,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/reconcilekit/reconcilekit/metricsauth"
 
 	cachev1alpha1 "github.com/reconcilekit/reconcilekit/docs/getting-started/api/v1alpha1"
 	"github.com/reconcilekit/reconcilekit/docs/getting-started/internal/controller"
@@ -55,7 +56,7 @@ func run() error {
 		Metrics: metricsserver.Options{
 			BindAddress:    metricsAddr,
 			SecureServing:  true,
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
+			FilterProvider: metricsauth.FilterProvider,
 		},
 		HealthProbeBindAddress:        probeAddr,
 		LeaderElection:                leaderElect,

@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/reconcilekit/reconcilekit/metricsauth"
 	"github.com/reconcilekit/reconcilekit/sharding"
 
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
@@ -152,7 +152,7 @@ func run() error {
 	if f.secureMetrics {
 		// TokenReview and SubjectAccessReview: only clients allowed to
 		// GET /metrics (the metrics-reader ClusterRole) may scrape.
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metricsOpts.FilterProvider = metricsauth.FilterProvider
 	}
 	certOpts, err := f.certs.tlsOpts(f.namespace)
 	if err != nil {

@@ -3,9 +3,13 @@ package leanmod
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -92,5 +96,46 @@ func TestNestedModulesStayOut(t *testing.T) {
 	for _, dir := range []string{"examples", "e2e", "bench", "docs", filepath.Join("hack", "tools")} {
 		_, err := os.Stat(filepath.Join(repoRoot, dir, "go.mod"))
 		assert.NoError(t, err, "%s/go.mod", dir)
+	}
+}
+
+// initHeapLimit bounds the heap each library package allocates before main:
+// every operator that imports the package pays it for its whole life.
+const initHeapLimit = 32 << 10
+
+// TestLibraryInitAllocatesLittle builds a program importing every library
+// package and reads the runtime's trace of package initialisation
+// (GODEBUG=inittrace=1): a package-level regexp with a bounded repetition,
+// a table built eagerly, show up here (webhookkit's image tag pattern held
+// 130 KiB).
+func TestLibraryInitAllocatesLittle(t *testing.T) {
+	stdout, stderr, err := goCommand(t, "list", "./...")
+	require.NoError(t, err, "go list: %s", stderr)
+	var src strings.Builder
+	src.WriteString("package main\n\nimport (\n")
+	for _, p := range strings.Fields(string(stdout)) {
+		if !strings.Contains(p, "/internal/") {
+			fmt.Fprintf(&src, "\t_ %q\n", p)
+		}
+	}
+	src.WriteString(")\n\nfunc main() {}\n")
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(src.String()), 0o644))
+	bin := filepath.Join(dir, "probe")
+	_, stderr, err = goCommand(t, "build", "-o", bin, filepath.Join(dir, "main.go"))
+	require.NoError(t, err, "building the probe: %s", stderr)
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	trace, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", trace)
+	// init github.com/reconcilekit/reconcilekit/webhookkit @98 ms, 0.082 ms clock, 16416 bytes, 197 allocs
+	line := regexp.MustCompile(`(?m)^init (github\.com/reconcilekit/reconcilekit/\S+) @.*, (\d+) bytes,`)
+	found := line.FindAllStringSubmatch(string(trace), -1)
+	require.NotEmpty(t, found, "no library package in the init trace:\n%s", trace)
+	for _, m := range found {
+		n, err := strconv.Atoi(m[2])
+		require.NoError(t, err)
+		assert.LessOrEqual(t, n, initHeapLimit, "%s allocates %d bytes at init; make its package-level state lazy or smaller", m[1], n)
 	}
 }
