@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"weak"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,13 +26,18 @@ type typeSchema struct {
 	root   smdschema.TypeRef
 }
 
-// builtin holds client-go's compiled-in schemas of the built-in kinds: no
-// request, and the same schema the apiserver of this minor version uses.
-var builtin = struct {
-	once  sync.Once
-	conv  managedfields.TypeConverter
+// builtin holds the structural schemas of the built-in kinds an operator
+// compared, each cut from client-go's compiled-in schemas (no request, and
+// the same schema the apiserver of this minor version uses).
+var builtin struct {
 	kinds sync.Map // schema.GroupVersionKind -> *typeSchema
-}{}
+	mu    sync.Mutex
+	// conv parses the compiled-in schemas of every built-in kind: 0.8 MiB
+	// of heap, needed only until the kinds in use are cut from it. It is
+	// held weakly, so a GC after the first passes frees it; a kind first
+	// compared later parses it again (about 0.1 s, once per kind at most).
+	conv weak.Pointer[managedfields.TypeConverter]
+}
 
 func builtinSchema(gvk schema.GroupVersionKind) (*typeSchema, bool) {
 	if ts, ok := builtin.kinds.Load(gvk); ok {
@@ -40,8 +46,18 @@ func builtinSchema(gvk schema.GroupVersionKind) (*typeSchema, bool) {
 	if !clientgoscheme.Scheme.Recognizes(gvk) {
 		return nil, false
 	}
-	builtin.once.Do(func() { builtin.conv = applyconfigurations.NewTypeConverter(clientgoscheme.Scheme) })
-	ts, err := schemaOf(builtin.conv, gvk)
+	builtin.mu.Lock()
+	defer builtin.mu.Unlock()
+	if ts, ok := builtin.kinds.Load(gvk); ok {
+		return ts.(*typeSchema), true
+	}
+	conv := builtin.conv.Value()
+	if conv == nil {
+		c := applyconfigurations.NewTypeConverter(clientgoscheme.Scheme)
+		conv = &c
+		builtin.conv = weak.Make(conv)
+	}
+	ts, err := schemaOf(*conv, gvk)
 	if err != nil {
 		return nil, false
 	}
