@@ -132,7 +132,7 @@ func TestHarnessSmoke(t *testing.T) {
 
 	report := &bench.Report{Command: "test", Machine: bench.DescribeMachine("test", "envtest"), Result: res}
 	md := report.Markdown()
-	for _, section := range []string{"## Goals (issue #21)", "## 1. Requests per WebApp, by phase", "## 2. Converging 3 WebApps",
+	for _, section := range []string{"## Goals (issue #30)", "## 1. Requests per WebApp, by phase", "## 2. Converging 3 WebApps",
 		"## 3. CPU and reconcile latency", "## 4. Memory", "## 5. Hot paths"} {
 		assert.Contains(t, md, section)
 	}

@@ -4,7 +4,7 @@
 // the WebApp example operator built with reconcilekit against the same
 // operator written with plain controller-runtime as a strong team would
 // (package idiomatic) and the tutorial way (package baseline), side by
-// side, in one run, with issue #21's goals judged on the figures. `make
+// side, in one run, with issue #30's goals judged on the figures. `make
 // bench` runs it (cmd/bench) on a local kwok cluster and writes
 // docs/performance.md, with figures (Figure) in docs/performance/. `make
 // bench-scale` runs [RunScale]: reconcilekit converges 10,000 WebApps,
