@@ -24,6 +24,9 @@
 //     live Lease of another replica claims it; a replica claims a range from
 //     before it owns it until its last pass of it ended. [Member.Begin] and
 //     [Member.Owns] tell a controller whether it may reconcile an object now.
+//   - [Member.SelectCache]: the replica's cache holds only the objects of
+//     the ranges it claims, asked of the API server by shard selector where
+//     it filters, dropped on arrival where it does not.
 //
 // docs/sharding.md gives the protocol, its failure cases (a paused
 // process, a partition, clock skew) and the API server feature gate.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -115,6 +116,13 @@ type Member struct {
 	nextPass  uint64
 	lastOwned []int
 	onChange  []func(owned []int)
+	// lastClaims and onClaims: the claimed ranges as last reported, and
+	// the caches to tell when they change (SelectCache).
+	lastClaims []bool
+	onClaims   []func()
+	// selected is set by SelectCache: Start then reports how the cache
+	// is filtered.
+	selected atomic.Bool
 	// passEnded wakes a leaving replica when a pass ends.
 	passEnded chan struct{}
 }
@@ -193,6 +201,7 @@ func New(opts Options) (*Member, error) {
 		clock:       clock.RealClock{},
 		log:         opts.Logger.WithValues("group", opts.Group, "identity", opts.Identity),
 		table:       newTable(opts.Ranges),
+		lastClaims:  make([]bool, opts.Ranges),
 		peers:       map[string]observation{},
 		passes:      map[uint64]*pass{},
 		passEnded:   make(chan struct{}, 1),
@@ -204,6 +213,9 @@ func New(opts Options) (*Member, error) {
 // in-flight ones, releases its ranges and deletes its Lease, so that the
 // others take the ranges at once instead of after the lease expires.
 func (m *Member) Start(ctx context.Context) error {
+	if m.selected.Load() {
+		go m.reportFiltering(ctx)
+	}
 	ticker := m.clock.NewTicker(m.opts.RetryPeriod)
 	defer ticker.Stop()
 	for {
@@ -214,6 +226,25 @@ func (m *Member) Start(ctx context.Context) error {
 			return nil
 		case <-ticker.C():
 		}
+	}
+}
+
+// reportFiltering logs, and exports as reconcilekit_shard_server_filtering,
+// whether the API server filters the selected cache by shard or the cache
+// drops the other ranges' objects itself (SelectCache works either way).
+func (m *Member) reportFiltering(ctx context.Context) {
+	serverSide, err := ServerFilters(ctx, m.opts.APIReader, m.opts.Namespace)
+	switch {
+	case err != nil:
+		m.log.Error(err, "probing the API server's shard filter (feature gate ShardedListAndWatch)")
+		return
+	case serverSide:
+		serverFiltering.WithLabelValues(m.opts.Group).Set(1)
+		m.log.Info("the API server filters this replica's cache by shard: it lists and watches only the objects of its ranges")
+	default:
+		serverFiltering.WithLabelValues(m.opts.Group).Set(0)
+		m.log.Info("the API server does not filter by shard (feature gate ShardedListAndWatch off): this replica's cache " +
+			"drops the other ranges' objects as they arrive, so memory splits across the replicas and the watch traffic does not")
 	}
 }
 
@@ -290,6 +321,22 @@ func (m *Member) OnChange(f func(owned []int)) {
 	m.onChange = append(m.onChange, f)
 }
 
+// onClaimsChange registers f to be called, from the Member's goroutine,
+// each time the claimed ranges change (SelectCache's informers list again).
+func (m *Member) onClaimsChange(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onClaims = append(m.onClaims, f)
+}
+
+// claimed returns the ranges this replica claims (acquiring, owned or
+// draining) as a set: what its selected cache holds.
+func (m *Member) claimed() []bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.table.claims()
+}
+
 // Owned returns the ranges this replica owns, in order.
 func (m *Member) Owned() []int {
 	m.mu.Lock()
@@ -299,8 +346,7 @@ func (m *Member) Owned() []int {
 
 // Predicate is an event filter that keeps the events of the objects this
 // replica owns ([Member.Owns]). It filters work, not memory: the cache
-// still holds every object unless it is restricted with [ShardSelector]
-// and [LabelSelector].
+// holds every object unless it is selected ([Member.SelectCache]).
 func (m *Member) Predicate() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return m.Owns(e.Object) },
@@ -358,8 +404,16 @@ func (m *Member) round(ctx context.Context) {
 	create := m.lease == nil
 	_, blocked := m.peers[m.leaseName] // an earlier process's lease of our name, not yet expired
 	ownedNow := m.table.ownedRanges()
+	var claimListeners []func()
+	if !slices.Equal(claims, m.lastClaims) {
+		m.lastClaims = claims
+		claimListeners = m.onClaims
+	}
 	m.mu.Unlock()
 
+	for _, f := range claimListeners {
+		f()
+	}
 	m.report(changes, ownedNow)
 	for i := range expired {
 		// Any member may delete a lease it saw expire: its claims are void

@@ -21,6 +21,11 @@ var (
 		Name: "reconcilekit_shard_handoffs_total",
 		Help: "Ranges this replica acquired (began owning) or released (ended its last pass of and unclaimed), by group and direction.",
 	}, []string{"group", "direction"})
+	serverFiltering = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "reconcilekit_shard_server_filtering",
+		Help: "1 when the API server filters this replica's selected cache by shard (feature gate ShardedListAndWatch), " +
+			"0 when the cache drops the other ranges' objects as they arrive, by group. Absent without a selected cache.",
+	}, []string{"group"})
 	handoffWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "reconcilekit_shard_handoff_wait_seconds",
 		Help: "Time from a range being assigned to this replica until it owned it: the previous owner's drain, or its " +
@@ -30,5 +35,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(rangesOwned, liveMembers, handoffs, handoffWait)
+	metrics.Registry.MustRegister(rangesOwned, liveMembers, handoffs, handoffWait, serverFiltering)
 }

@@ -162,7 +162,30 @@ func run() error {
 		Host: f.webhookHost, Port: f.webhookPort, CertDir: f.certs.dir,
 		TLSOpts: append([]func(*tls.Config){disableHTTP2}, certOpts...),
 	})
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	// Memory: cache only what the operator manages (by label; the route
+	// registry only in its namespace), without managedFields; sharded,
+	// only the WebApps of this replica's ranges and what they own. The
+	// Member exists before the manager, whose cache it selects, and reads
+	// and writes its Lease with a client of its own: uncached, as it must.
+	cacheOpts := controller.CacheOptions(f.namespace)
+	var member *sharding.Member
+	if f.sharding {
+		leases, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("--sharding: %w", err)
+		}
+		if member, err = sharding.New(sharding.Options{
+			Group: shardGroup, Identity: f.shardIdentity, Namespace: f.namespace,
+			APIReader: leases, Client: leases, Logger: ctrl.Log.WithName("sharding"),
+		}); err != nil {
+			return fmt.Errorf("--sharding: %w", err)
+		}
+		if cacheOpts, err = controller.SelectCache(cacheOpts, member, scheme); err != nil {
+			return fmt.Errorf("--sharding: %w", err)
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOpts,
 		WebhookServer:           webhookServer,
@@ -175,9 +198,7 @@ func run() error {
 		// The new leader starts at once when the old one stops cleanly.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       new(30 * time.Second),
-		// Memory: cache only what the operator manages (by label; the
-		// route registry only in its namespace), without managedFields.
-		Cache: controller.CacheOptions(f.namespace),
+		Cache:                         cacheOpts,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -194,22 +215,12 @@ func run() error {
 	//
 	// Sharded, it is set up on every replica, leader or not: each
 	// reconciles the WebApps of its ranges.
-	var member *sharding.Member
-	if f.sharding {
-		if member, err = sharding.New(sharding.Options{
-			Group: shardGroup, Identity: f.shardIdentity, Namespace: f.namespace,
-			APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(), Logger: ctrl.Log.WithName("sharding"),
-		}); err != nil {
-			return fmt.Errorf("--sharding: %w", err)
-		}
+	if member != nil {
 		if err := mgr.Add(member); err != nil {
 			return err
 		}
 	}
 	setup := func(ctx context.Context) error {
-		if member != nil {
-			logShardFiltering(ctx, mgr.GetAPIReader(), f.namespace)
-		}
 		if _, err := controller.Setup(mgr, f.namespace, member); err != nil {
 			return fmt.Errorf("setting up the WebApp controller: %w", err)
 		}
@@ -262,19 +273,6 @@ type everyReplica func(context.Context) error
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 
 func (everyReplica) NeedLeaderElection() bool { return false }
-
-// logShardFiltering says how the work is split: this operator filters
-// events client-side (every replica caches every WebApp), whether or not
-// the API server could filter its lists and watches by shard.
-func logShardFiltering(ctx context.Context, r client.Reader, namespace string) {
-	log := ctrl.Log.WithName("sharding")
-	serverSide, err := sharding.ServerFilters(ctx, r, namespace)
-	if err != nil {
-		log.Error(err, "probing the API server's shard filter (feature gate ShardedListAndWatch)")
-	}
-	log.Info("sharding the WebApps by client-side filtering: the work splits across the replicas, the cache does not",
-		"serverCanFilter", serverSide)
-}
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {

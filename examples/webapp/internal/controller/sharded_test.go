@@ -7,13 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"slices"
+
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -25,22 +30,33 @@ import (
 	"github.com/reconcilekit/reconcilekit/examples/webapp/internal/controller"
 )
 
+// shardedOperator is one replica started by startShardedOperator.
+type shardedOperator struct {
+	*sharding.Member
+	cache cache.Cache
+}
+
 // startShardedOperator runs the controller as main.go does with
-// --sharding: a Member named identity in ns, and the controller set up with
-// it. It returns the Member; the operator stops with the test.
-func startShardedOperator(t *testing.T, ns, identity string) *sharding.Member {
+// --sharding: a Member named identity in ns, the cache selected by its
+// claims, and the controller set up with it. The operator stops with the
+// test.
+func startShardedOperator(t *testing.T, ns, identity string) shardedOperator {
 	t.Helper()
+	leases, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	member, err := sharding.New(sharding.Options{
+		Group: "webapp-operator", Identity: identity, Namespace: ns, APIReader: leases, Client: leases,
+		Ranges: 8, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		Logger: logr.Discard(),
+	})
+	require.NoError(t, err)
+	cacheOpts, err := controller.SelectCache(controller.CacheOptions(ns), member, env.Scheme)
+	require.NoError(t, err)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:     env.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      controller.CacheOptions(ns),
+		Cache:      cacheOpts,
 		Controller: config.Controller{SkipNameValidation: new(true)},
-	})
-	require.NoError(t, err)
-	member, err := sharding.New(sharding.Options{
-		Group: "webapp-operator", Identity: identity, Namespace: ns, APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(),
-		Ranges: 8, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
-		Logger: logr.Discard(),
 	})
 	require.NoError(t, err)
 	require.NoError(t, mgr.Add(member))
@@ -53,17 +69,19 @@ func startShardedOperator(t *testing.T, ns, identity string) *sharding.Member {
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return member
+	return shardedOperator{Member: member, cache: mgr.GetCache()}
 }
 
 // Two sharded operators share the WebApps: each replica owns some of the
-// ranges, and every WebApp gets its Deployment and Service, labelled with
-// the WebApp's range, and its registry entry.
+// ranges, every WebApp gets its Deployment and Service, labelled with the
+// WebApp's range, and its registry entry, and each replica's cache holds
+// the WebApps, Deployments and Services of its own ranges only (envtest's
+// API server has no shard filter: the caches drop the others' objects).
 func TestShardedOperators(t *testing.T) {
 	testenv.Require(t)
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	members := []*sharding.Member{startShardedOperator(t, ns, "a"), startShardedOperator(t, ns, "b")}
+	members := []shardedOperator{startShardedOperator(t, ns, "a"), startShardedOperator(t, ns, "b")}
 	require.Eventually(t, func() bool {
 		a, b := members[0].Owned(), members[1].Owned()
 		return len(a) > 0 && len(b) > 0 && len(a)+len(b) == 8
@@ -98,4 +116,25 @@ func TestShardedOperators(t *testing.T) {
 		}
 	}
 	t.Logf("WebApps per replica: %v", perReplica)
+
+	for i, m := range members {
+		var want []string
+		for _, app := range apps {
+			if m.Owns(app) {
+				want = append(want, app.Name)
+			}
+		}
+		for _, list := range []client.ObjectList{&webappv2.WebAppList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}} {
+			require.Eventually(t, func() bool {
+				require.NoError(t, m.cache.List(ctx, list, client.InNamespace(ns)))
+				var got []string
+				require.NoError(t, meta.EachListItem(list, func(o runtime.Object) error {
+					got = append(got, o.(client.Object).GetName())
+					return nil
+				}))
+				slices.Sort(got)
+				return slices.Equal(got, want)
+			}, 30*time.Second, 50*time.Millisecond, "replica %d caches the %T of its ranges only: %v", i, list, want)
+		}
+	}
 }
