@@ -191,6 +191,35 @@ func TestScaleSmoke(t *testing.T) {
 	assert.Contains(t, md, "| restart over a converged fleet: 0 mutating requests | 0 |")
 }
 
+// TestShardsSmoke runs the sharding run with 6 WebApps and 1 and 2
+// replicas against envtest (no shard filter there: each replica's cache
+// drops the others' WebApps as they arrive). What it proves: the replicas
+// together reconcile every WebApp, each claims ranges whose WebApps add up
+// to the fleet, and their restart over the converged fleet writes nothing.
+func TestShardsSmoke(t *testing.T) {
+	testenv.Require(t)
+	const n = 6
+	res := runSmoke(t, func(ctx context.Context, cfg *rest.Config, c bench.Config) (*bench.ShardsResult, error) {
+		return bench.RunShards(ctx, cfg, c, []int{1, 2})
+	}, bench.Config{N: n})
+	require.Len(t, res.Sharded, 2)
+	for i, s := range res.Sharded {
+		require.Len(t, s.Each, i+1)
+		webApps, reconciles := 0, 0
+		for _, e := range s.Each {
+			webApps += e.WebApps
+			reconciles += e.Reconciles
+			assert.Zero(t, e.Client.Without("leases").Mutating(), "%s wrote over a converged fleet:\n%v", e.Identity, e.Client)
+			assert.Positive(t, e.Memory.HeapLive, e.Identity)
+		}
+		assert.Equal(t, n, webApps, "%d replicas: their claimed ranges hold the fleet", s.Replicas)
+		assert.GreaterOrEqual(t, reconciles, n, "%d replicas: every WebApp reconciled", s.Replicas)
+		assert.False(t, s.ServerFilters, "envtest runs without the feature gate")
+	}
+	md := (&bench.ShardsReport{Command: "test", Result: res}).Markdown()
+	assert.Contains(t, md, "| 2 | ")
+}
+
 func mutatingByVerb(c bench.Counts) map[string]int {
 	out := map[string]int{}
 	for k, s := range c {

@@ -100,6 +100,18 @@ func (c Counts) Sub(before Counts) Counts {
 	return out
 }
 
+// Without returns c without the requests for resource (of any group):
+// a sharded replica's Lease renewals, which never stop, are not work.
+func (c Counts) Without(resource string) Counts {
+	out := Counts{}
+	for k, s := range c {
+		if k.Resource != resource {
+			out[k] = s
+		}
+	}
+	return out
+}
+
 // ByVerb sums the counts of resource requests by verb.
 func (c Counts) ByVerb() map[string]int {
 	out := map[string]int{}

@@ -9,7 +9,9 @@
 // docs/performance.md, with figures (Figure) in docs/performance/. `make
 // bench-scale` runs [RunScale]: reconcilekit converges 10,000 WebApps,
 // each operator restarts over them, reconcilekit deletes them; it writes a
-// section of its own on the same page.
+// section of its own on the same page. `make bench-shards` runs
+// [RunShards]: 1, 2 and 4 sharded replicas (--sharding) start over one
+// converged fleet; its section shows each replica's heap and share.
 //
 // The problem it prevents: an operator's costs at scale — an update storm
 // on every resync, a cache holding every Deployment in the cluster — are

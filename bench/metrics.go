@@ -111,6 +111,9 @@ type OperatorStats struct {
 	// heap right after a GC.
 	GCCycles float64
 	HeapLive float64
+	// RangesOwned is reconcilekit_shard_ranges_owned: the hash ranges a
+	// sharded replica owns (0 unsharded).
+	RangesOwned float64
 	// ReconcileTime is controller_runtime_reconcile_time_seconds, summed
 	// over the operator's controllers.
 	ReconcileTime Histogram
@@ -225,10 +228,11 @@ func scrapeOperator(ctx context.Context, url string) (OperatorStats, error) {
 		return OperatorStats{}, fmt.Errorf("%s has no go_gc_heap_live_bytes (controller-runtime's Go collector)", url)
 	}
 	return OperatorStats{
-		Reconciles: value(fams, "controller_runtime_reconcile_total"),
-		Busy:       value(fams, "workqueue_depth") + value(fams, "controller_runtime_active_workers"),
-		GCCycles:   value(fams, "go_gc_cycles_total_gc_cycles_total"),
-		HeapLive:   value(fams, "go_gc_heap_live_bytes"),
+		Reconciles:  value(fams, "controller_runtime_reconcile_total"),
+		Busy:        value(fams, "workqueue_depth") + value(fams, "controller_runtime_active_workers"),
+		GCCycles:    value(fams, "go_gc_cycles_total_gc_cycles_total"),
+		HeapLive:    value(fams, "go_gc_heap_live_bytes"),
+		RangesOwned: value(fams, "reconcilekit_shard_ranges_owned"),
 
 		ReconcileTime: histogram(fams, "controller_runtime_reconcile_time_seconds"),
 	}, nil

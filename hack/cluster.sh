@@ -29,6 +29,10 @@
 #                         rate limit (default: 200 and 400; see start_cluster)
 #   KWOK_METRICS_SERVER   1: also run metrics-server (from hack/metricsserver), so
 #                         `kubectl top` and HorizontalPodAutoscalers work; see below
+#   CLUSTER_FEATURE_GATES kube-apiserver's --feature-gates, e.g.
+#                         ShardedListAndWatch=true (make demo DEMO_SHARDS=3)
+#   CLUSTER_SIMULATED_ROLLOUTS  1: no rollout controllers, kwok reports each
+#                         Deployment rolled out (make bench-scale; see below)
 #
 # With KWOK_METRICS_SERVER=1, kwokctl runs metrics-server as one more local
 # process and kwok serves each node's resource metrics on its own loopback
@@ -142,12 +146,17 @@ pids_of_cluster() {
 start_cluster() {
 	if exists && healthy; then
 		# A cluster left running is reused only in the same mode: a run
-		# that asked for simulated rollouts must not measure real ones.
+		# that asked for simulated rollouts must not measure real ones, a
+		# sharded demo needs its feature gate.
 		local want=0 have=0
 		if simulated_rollouts; then want=1; fi
 		if [[ -f "$workdir/simulated-rollouts" ]]; then have=1; fi
 		if [[ $want != "$have" ]]; then
 			die "cluster $name is running with other rollouts than CLUSTER_SIMULATED_ROLLOUTS=${CLUSTER_SIMULATED_ROLLOUTS:-} asks for; stop it first: $0 down"
+		fi
+		have=$(cat "$workdir/feature-gates" 2>/dev/null || true)
+		if [[ "${CLUSTER_FEATURE_GATES:-}" != "$have" ]]; then
+			die "cluster $name is running with feature gates '$have', not CLUSTER_FEATURE_GATES='${CLUSTER_FEATURE_GATES:-}'; stop it first: $0 down"
 		fi
 		say "cluster $name is already running"
 	else
@@ -156,7 +165,12 @@ start_cluster() {
 		# The Service IP range is a /16: kube-apiserver's default /24 runs out
 		# after some 250 Services (make bench creates one per WebApp).
 		local config=$cluster_dir/$name.kwokctl.yaml
-		local ms_options="" ms_patches="" kcm_hpa="" kcm_controllers="" stages=""
+		local ms_options="" ms_patches="" kcm_hpa="" kcm_controllers="" stages="" gates=""
+		if [[ -n "${CLUSTER_FEATURE_GATES:-}" ]]; then
+			gates="
+  - key: feature-gates
+    value: '$CLUSTER_FEATURE_GATES'"
+		fi
 		if simulated_rollouts; then
 			kcm_controllers="
   - key: controllers
@@ -210,7 +224,7 @@ $(cat "$repo/hack/stages/deployment-rolled-out.yaml")"
 			- name: kube-apiserver
 			  extraArgs:
 			  - key: service-cluster-ip-range
-			    value: 10.0.0.0/16
+			    value: 10.0.0.0/16$gates
 			- name: kube-controller-manager
 			  extraArgs:
 			  - key: kube-api-qps
@@ -247,6 +261,9 @@ $(cat "$repo/hack/stages/deployment-rolled-out.yaml")"
 		fi
 		if simulated_rollouts; then
 			touch "$workdir/simulated-rollouts"
+		fi
+		if [[ -n "${CLUSTER_FEATURE_GATES:-}" ]]; then
+			printf '%s' "$CLUSTER_FEATURE_GATES" >"$workdir/feature-gates"
 		fi
 	fi
 

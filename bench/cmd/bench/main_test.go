@@ -25,6 +25,24 @@ func TestPage(t *testing.T) {
 	assert.Equal(t, withScale, scale(splitPage(withScale)).String(), "a new scale run replaces the section")
 	assert.Equal(t, strings.Replace(withScale, "old figures", "new figures", 1), bench(splitPage(withScale)).String(),
 		"make bench keeps the scale section")
+
+	shards := func(p page) page { p.shards = shardsMarker + "\n## Sharded\n\nnew shards\n"; return p }
+	all := strings.Replace(withScale, analysisMarker, shardsMarker+"\n## Sharded\n\nnew shards\n\n"+analysisMarker, 1)
+	assert.Equal(t, all, shards(splitPage(withScale)).String(), "the sharding section goes after the scale section")
+	assert.Equal(t, all, scale(splitPage(all)).String(), "make bench-scale keeps the sharding section")
+	assert.Equal(t, strings.Replace(all, "old figures", "new figures", 1), bench(splitPage(all)).String(),
+		"make bench keeps both")
+}
+
+func TestParseReplicas(t *testing.T) {
+	got, err := parseReplicas("1, 2,4")
+	assert.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 4}, got)
+	got, err = parseReplicas("")
+	assert.NoError(t, err)
+	assert.Empty(t, got)
+	_, err = parseReplicas("1,0")
+	assert.ErrorContains(t, err, `-shards: "0" is not a number of replicas`)
 }
 
 func TestParsePeers(t *testing.T) {
