@@ -287,7 +287,7 @@ test-alerts-e2e: prometheus tools ## A real Prometheus scrapes the operator on t
 
 ##@ Reliability
 
-# The chaos suite (e2e/chaos_*.go, issue 18): seven fault scenarios over the
+# The chaos suite (e2e/chaos_*.go, issues 18 and 31): ten fault scenarios over the
 # WebApp operator, each ending with the same invariants. `make test-e2e`
 # runs their short form; this runs the long form and rewrites
 # docs/reliability.md with its figures. E2E_CHAOS_APPS=N resizes every

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -79,6 +80,12 @@ type instanceOptions struct {
 	webhooks    bool   // serve the webhooks on primaryWebhookPort (one instance at a time)
 	leaderElect bool
 	kubeconfig  string // default: the ServiceAccount's kubeconfig
+	// sharding runs it as a sharded replica (--sharding) named after the
+	// incarnation; proxy, when set, is its way to the apiserver, told the
+	// incarnation's name (the sharding scenarios).
+	sharding bool
+	proxy    *faultProxy
+	args     []string // more flags
 }
 
 // spawn starts a new incarnation and waits for its /readyz.
@@ -96,8 +103,19 @@ func (f *fleet) spawn(ctx context.Context, o instanceOptions) (*incarnation, err
 	// hundreds of WebApps by the operator's queue, not by the faults
 	// (docs/reliability.md).
 	p.extraArgs = []string{"--zap-time-encoding=rfc3339nano", fmt.Sprintf("--max-concurrent-reconciles=%d", chaosWorkers)}
+	p.extraArgs = append(p.extraArgs, o.args...)
+	if o.sharding {
+		p.extraArgs = append(p.extraArgs, "--sharding", "--shard-identity="+name)
+	}
 	if o.kubeconfig != "" {
 		p.kubeconfig = o.kubeconfig
+	}
+	if o.proxy != nil {
+		o.proxy.setReplica(name)
+		p.kubeconfig = filepath.Join(operator.workDir, name+".kubeconfig")
+		if err := o.proxy.writeKubeconfig(operator.saKubeconfig, p.kubeconfig); err != nil {
+			return nil, err
+		}
 	}
 	inc := &incarnation{p: p, started: time.Now()}
 	f.mu.Lock()

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -55,10 +56,21 @@ type faultProxy struct {
 	// requests counts every request the proxy received.
 	requests atomic.Int64
 
+	// partitioned holds every new request while set (partition).
+	partitioned atomic.Bool
+	// droppedWrites counts the writes (Leases aside) held by a partition
+	// until their client gave up.
+	droppedWrites atomic.Int64
+	// recorder, when set, is told each write the apiserver accepted
+	// through this proxy (recordWrite), as replica's (under mu).
+	recorder *writeRecorder
+
 	mu      sync.Mutex
 	rng     *mrand.Rand
 	counts  map[string]int
 	watches map[*struct{}]context.CancelFunc // the open watch streams
+	healed  chan struct{}                    // closed by heal
+	replica string
 }
 
 // The faults the proxy injects.
@@ -97,7 +109,15 @@ func startFaultProxy(admin *rest.Config, seed uint64, rate float64) (*faultProxy
 		rng: mrand.New(mrand.NewPCG(seed, 0x9e0)), counts: map[string]int{},
 		watches: map[*struct{}]context.CancelFunc{}}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(upstream) },
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(upstream)
+			if p.recorder != nil && isWrite(r.Out.Method) {
+				// recordWrite reads the answer: JSON, not protobuf or gzip.
+				r.Out.Header.Set("Accept", "application/json")
+				r.Out.Header.Del("Accept-Encoding")
+			}
+		},
+		ModifyResponse: p.recordWrite,
 		Transport: &http.Transport{
 			TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 			ForceAttemptHTTP2: true,
@@ -188,6 +208,12 @@ func (p *faultProxy) pick(watch bool) (fault string, delay time.Duration) {
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
+	if !p.awaitHeal(r) {
+		return
+	}
+	if p.recorder != nil {
+		r = r.WithContext(context.WithValue(r.Context(), sentKey{}, time.Now()))
+	}
 	watch := r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1"
 	fault, delay := p.pick(watch)
 	if fault == "" && watch {
@@ -310,4 +336,58 @@ func selfSignedLoopbackCert() (tls.Certificate, []byte, error) {
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, certPEM, nil
+}
+
+// partition starts holding every new request, as a partition between the
+// operator and the apiserver would, while the watch streams open now keep
+// flowing (the apiserver-to-operator half of an asymmetric partition): the
+// operator keeps hearing of changes and starting passes whose writes cannot
+// get through. A held request whose client gives up is never forwarded
+// (droppedWrites counts the writes among them); one whose client still
+// waits at heal goes through then, as a write a partition delayed would
+// reach the apiserver late.
+func (p *faultProxy) partition() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.healed = make(chan struct{})
+	p.partitioned.Store(true)
+}
+
+// heal forwards the held requests and every new one again.
+func (p *faultProxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.partitioned.Swap(false) {
+		close(p.healed)
+	}
+}
+
+// awaitHeal holds r while the proxy is partitioned; false if its client
+// gave up meanwhile (it is then dropped, never forwarded).
+func (p *faultProxy) awaitHeal(r *http.Request) bool {
+	if !p.partitioned.Load() {
+		return true
+	}
+	// Read the body first: net/http notices a client that hung up (and
+	// cancels r's context) only once the body is read.
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	p.mu.Lock()
+	healed := p.healed
+	p.mu.Unlock()
+	select {
+	case <-healed:
+		return r.Context().Err() == nil
+	case <-r.Context().Done():
+		p.mu.Lock()
+		p.counts["requests held by the partition until their client gave up"]++
+		p.mu.Unlock()
+		if isWrite(r.Method) && !strings.Contains(r.URL.Path, "/leases") {
+			p.droppedWrites.Add(1)
+		}
+		return false
+	}
 }

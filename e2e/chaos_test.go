@@ -102,6 +102,9 @@ type scenario struct {
 	rng   *rand.Rand
 	// writes is when the scenario's runners last wrote each app.
 	writes writeLog
+	// ownership, when set, replaces the leader invariant (the sharding
+	// scenarios: shardedFleet.check).
+	ownership func() []string
 }
 
 func newScenario(ctx context.Context, t *testing.T, cfg *envconf.Config, number int, title string, seed uint64) *scenario {
@@ -151,7 +154,11 @@ func (sc *scenario) converge(ctx context.Context, t *testing.T, model map[string
 	if err := sc.c.List(ctx, &apps, client.InNamespace(sc.ns)); err != nil {
 		t.Fatalf("listing WebApps: %v", err)
 	}
-	violations = append(violations, sc.fleet.checkLeaders(apps.Items)...)
+	if sc.ownership != nil {
+		violations = append(violations, sc.ownership()...)
+	} else {
+		violations = append(violations, sc.fleet.checkLeaders(apps.Items)...)
+	}
 	sc.res.Violations = len(violations)
 	sc.res.P50, sc.res.P99 = percentile(conv.perApp, 50), percentile(conv.perApp, 99)
 	sc.res.AppliedP99, sc.res.RolledOutP99 = percentile(conv.applied, 99), percentile(conv.rolledOut, 99)
@@ -168,6 +175,9 @@ func (sc *scenario) converge(ctx context.Context, t *testing.T, model map[string
 	t.Logf("scenario %d after the last fault: workload's last write %v; operator's part applied p50 %v p99 %v; Deployments rolled out p50 %v p99 %v; converged p99 %v from the later of the last fault and the app's last write",
 		sc.res.Number, sc.res.WorkloadEnd.Round(100*time.Millisecond), percentile(conv.applied, 50), sc.res.AppliedP99,
 		percentile(conv.rolledOut, 50), sc.res.RolledOutP99, sc.res.SinceWriteP99)
+	if sc.res.Notes != "" {
+		t.Logf("scenario %d: %s", sc.res.Number, sc.res.Notes)
+	}
 	for i, v := range violations {
 		if i == 20 {
 			t.Errorf("... and %d more violations", len(violations)-20)
@@ -200,7 +210,8 @@ func restorePrimaryStep(ctx context.Context, t *testing.T, cfg *envconf.Config) 
 	return ctx
 }
 
-// TestChaos runs the seven scenarios of issue 18, then, with
+// TestChaos runs the seven scenarios of issue 18 and the three of sharding
+// (issue 31), then, with
 // E2E_CHAOS_REPORT set, writes their figures as docs/reliability.md.
 func TestChaos(t *testing.T) {
 	if operator.mode != modeProcess {
@@ -215,6 +226,9 @@ func TestChaos(t *testing.T) {
 		chaosFaultyAPI(),
 		chaosAPIServerRestart(),
 		chaosLeaderFailover(),
+		chaosShardKill(),
+		chaosShardScale(),
+		chaosShardPartition(),
 	)
 	if path := os.Getenv("E2E_CHAOS_REPORT"); path != "" {
 		if err := writeReliabilityReport(path, chaosResults, time.Since(start)); err != nil {

@@ -67,6 +67,11 @@ func (c *localCluster) run(ctx context.Context, args ...string) (string, error) 
 		// KWOK_METRICS_SERVER=0 turns it off.
 		cmd.Env = append(cmd.Env, "KWOK_METRICS_SERVER=1")
 	}
+	if os.Getenv("CLUSTER_FEATURE_GATES") == "" {
+		// The sharding scenarios (chaos_sharding_test.go) run against an
+		// API server that filters lists and watches by shard.
+		cmd.Env = append(cmd.Env, "CLUSTER_FEATURE_GATES=ShardedListAndWatch=true")
+	}
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return stdout.String(), fmt.Errorf("hack/cluster.sh %v (CLUSTER_NAME=%s): %w", args, c.name, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
@@ -51,6 +52,15 @@ func TestDefaultConfigIsRestricted(t *testing.T) {
 // manager Deployment in it.
 func kustomizeManager(t *testing.T, dir string) *appsv1.Deployment {
 	t.Helper()
+	manager := &appsv1.Deployment{}
+	require.True(t, kustomizeObject(t, dir, "Deployment", "webapp-controller-manager", manager), "%s has the manager Deployment", dir)
+	return manager
+}
+
+// kustomizeObject builds dir with kubectl kustomize and decodes the object
+// of that kind and name into into; false if there is none.
+func kustomizeObject(t *testing.T, dir, kind, name string, into any) bool {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("needs kubectl from `make tools`")
 	}
@@ -59,25 +69,23 @@ func kustomizeManager(t *testing.T, dir string) *appsv1.Deployment {
 	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).CombinedOutput()
 	require.NoError(t, err, "kubectl kustomize %s: %s", dir, out)
 
-	var manager *appsv1.Deployment
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	for {
 		var raw map[string]any
 		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			break
+			return false
 		} else {
 			require.NoError(t, err)
 		}
-		if raw["kind"] != "Deployment" {
+		meta, _ := raw["metadata"].(map[string]any)
+		if raw["kind"] != kind || meta["name"] != name {
 			continue
 		}
 		b, err := yaml.Marshal(raw)
 		require.NoError(t, err)
-		manager = &appsv1.Deployment{}
-		require.NoError(t, yaml.Unmarshal(b, manager))
+		require.NoError(t, yaml.Unmarshal(b, into))
+		return true
 	}
-	require.NotNil(t, manager, "%s has the manager Deployment", dir)
-	return manager
 }
 
 // TestShardedConfig: config/sharded runs three replicas with --sharding,
@@ -98,6 +106,25 @@ func TestShardedConfig(t *testing.T) {
 	require.NotNil(t, podName, "POD_NAME is set")
 	require.NotNil(t, podName.ValueFrom)
 	assert.Equal(t, "metadata.name", podName.ValueFrom.FieldRef.FieldPath)
+}
+
+// TestShardingRBAC: the overlays that run --sharding (config/sharded, and
+// config/local-sharded for `make demo DEMO_SHARDS=3`) grant the Lease verbs a
+// Member needs; the others keep the role the markers generate.
+func TestShardingRBAC(t *testing.T) {
+	membership := rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"delete", "list", "update"}}
+	for dir, sharded := range map[string]bool{
+		"config/sharded": true, "config/local-sharded": true, "config/default": false, "config/local": false,
+	} {
+		role := &rbacv1.Role{}
+		require.True(t, kustomizeObject(t, dir, "Role", "webapp-manager-role", role), "%s has the manager's Role", dir)
+		assert.Equal(t, "webapp-system", role.Namespace, dir)
+		if sharded {
+			assert.Contains(t, role.Rules, membership, "%s grants what --sharding needs", dir)
+		} else {
+			assert.NotContains(t, role.Rules, membership, "%s grants the sharding verbs", dir)
+		}
+	}
 }
 
 // TestConversionWebhookConfig: the CRD converts through the operator's
