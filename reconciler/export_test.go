@@ -1,6 +1,8 @@
 package reconciler
 
 import (
+	"fmt"
+
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -20,4 +22,18 @@ func SetFootprintLog(l logr.Logger) (restore func()) {
 	prev := footprintLog
 	footprintLog = l
 	return func() { footprintLog = prev }
+}
+
+// RememberedWrites lists the writes r's wake-up filter still waits to
+// see the watch event of, over every owner.
+func RememberedWrites[T Object](r *Reconciler[T]) []string {
+	r.wakeups.mu.Lock()
+	defer r.wakeups.mu.Unlock()
+	var out []string
+	for owner, list := range r.wakeups.writes {
+		for _, o := range list {
+			out = append(out, fmt.Sprintf("%s: %s %s from %q to %q (in flight %v)", owner, o.gk.Kind, o.key.Name, o.prev, o.answer, o.inFlight))
+		}
+	}
+	return out
 }

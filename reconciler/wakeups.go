@@ -49,6 +49,10 @@ type ownWrite struct {
 	prev, answer string
 	inFlight     bool
 	parked       []parkedEvent
+	// passed is the newest version of the object an event that was not
+	// parked (a create) carried while the write was in flight: a write
+	// answered with it, or an older one, has had its event.
+	passed string
 }
 
 // parkedEvent is an update event that arrived while a write of its object
@@ -149,6 +153,11 @@ func (w *wakeups) sent(owner types.NamespacedName, o *ownWrite, answer string) (
 		}
 	}
 	o.parked = nil
+	if !consumed && o.passed != "" {
+		if cmp, err := resourceversion.CompareResourceVersion(o.answer, o.passed); err == nil && cmp <= 0 {
+			consumed = true // its event came while it was in flight
+		}
+	}
 	if consumed {
 		w.removeLocked(owner, o)
 	}
@@ -192,6 +201,13 @@ func (w *wakeups) ownWrite(owner types.NamespacedName, gk schema.GroupKind, key 
 	if inFlight != nil && oldRV != "" && w.queue.Load() != nil {
 		inFlight.parked = append(inFlight.parked, parkedEvent{old: oldRV, new: newRV})
 		return parkIt
+	}
+	if inFlight != nil {
+		// Not parked (a create starts a pass anyway): sent learns from
+		// passed that this event may have been the write's own.
+		if cmp, err := resourceversion.CompareResourceVersion(inFlight.passed, newRV); inFlight.passed == "" || (err == nil && cmp < 0) {
+			inFlight.passed = newRV
+		}
 	}
 	kept := list[:0]
 	for _, o := range list {

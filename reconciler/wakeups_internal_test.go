@@ -183,6 +183,16 @@ func widget(rv string) *appsv1.Deployment {
 }
 
 func TestWakeupFilterOwnWrites(t *testing.T) {
+	t.Run("a create's event that arrives before the apply's answer", func(t *testing.T) {
+		w := newWakeups()
+		f := testFilter(w, true)
+		o := w.sending(ownerKey, deploymentGK, objKey, "")
+		assert.True(t, f.predicate().Create(event.CreateEvent{Object: deployment("5", current)}), "a create starts a pass")
+		dropped, queue := w.sent(ownerKey, o, "5")
+		assert.Zero(t, dropped)
+		assert.False(t, queue)
+		assert.Empty(t, w.writes, "its event came: nothing left to wait for")
+	})
 	t.Run("a locked write's event is dropped once", func(t *testing.T) {
 		w := newWakeups()
 		f := testFilter(w, false)

@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -207,4 +209,53 @@ func TestOwnWritesDoNotWakeTheObject(t *testing.T) {
 	require.NoError(t, env.Client.Update(ctx, w))
 	require.Eventually(t, func() bool { return counter(t, "reconcilekit_noop_passes_total", name) == 1 }, 30*time.Second, 10*time.Millisecond)
 	assert.Equal(t, int32(3), passes.Load())
+}
+
+// The wake-up filter remembers a pass's writes only until their watch
+// events arrive: once a fleet has converged (finalizer, owned object,
+// status, each written and seen), it holds none, whatever the fleet's
+// size.
+func TestConvergedFleetLeavesNoRememberedWrites(t *testing.T) {
+	testenv.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	const n = 20
+	var r *reconciler.Reconciler[*testv1.Widget]
+	env.StartManager(t, func(mgr manager.Manager) error {
+		var err error
+		r, err = reconciler.New(mgr, reconciler.Options[*testv1.Widget]{
+			Name:      "wakeups-remembered",
+			Finalizer: "test.reconcilekit.io/cleanup",
+			Cleanup: []widgetStep{{Name: "cleanup", Run: func(context.Context, *scope) reconciler.Outcome {
+				return reconciler.Continue()
+			}}},
+			Owns:  []client.Object{&corev1.ConfigMap{}},
+			Steps: []widgetStep{applyConfigStep()},
+		})
+		if err != nil {
+			return err
+		}
+		return r.Builder(mgr).WithEventFilter(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == ns
+		})).Complete(r)
+	})
+	for i := range n {
+		require.NoError(t, env.Client.Create(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w%d", i), Namespace: ns}}))
+	}
+	require.Eventually(t, func() bool {
+		var list testv1.WidgetList
+		if env.Client.List(ctx, &list, client.InNamespace(ns)) != nil || len(list.Items) != n {
+			return false
+		}
+		for i := range list.Items {
+			if !conditions.IsTrue(&list.Items[i], conditions.Ready) {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 20*time.Millisecond, "the Widgets did not converge")
+	// Before the fix, the apply that created an owned object stayed
+	// remembered when the create's event arrived before the answer.
+	assert.Eventually(t, func() bool { return len(reconciler.RememberedWrites(r)) == 0 }, 10*time.Second, 20*time.Millisecond)
+	assert.Empty(t, reconciler.RememberedWrites(r), "writes still remembered after every event arrived")
 }
