@@ -201,7 +201,7 @@ func TestShardsSmoke(t *testing.T) {
 	const n = 6
 	res := runSmoke(t, func(ctx context.Context, cfg *rest.Config, c bench.Config) (*bench.ShardsResult, error) {
 		return bench.RunShards(ctx, cfg, c, []int{1, 2})
-	}, bench.Config{N: n})
+	}, bench.Config{N: n, QuietFor: 3 * time.Second}) // longer than a Lease round (2 s), as make bench-shards waits
 	require.Len(t, res.Sharded, 2)
 	for i, s := range res.Sharded {
 		require.Len(t, s.Each, i+1)
@@ -255,7 +255,11 @@ func runSmoke[R any](t *testing.T, run func(context.Context, *rest.Config, bench
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	quiet := cfg.QuietFor
 	cfg.Workers, cfg.QuietFor, cfg.Timeout, cfg.WorkDir, cfg.Logf = 4, 500*time.Millisecond, 90*time.Second, dir, t.Logf
+	if quiet > 0 {
+		cfg.QuietFor = quiet
+	}
 	cfg.Ours = func(addr string) []string {
 		return []string{ours, "--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0",
 			"--enable-webhooks=false", "--namespace=" + bench.SystemNamespace}
