@@ -58,9 +58,10 @@ type faultProxy struct {
 
 	// partitioned holds every new request while set (partition).
 	partitioned atomic.Bool
-	// droppedWrites counts the writes (Leases aside) held by a partition
-	// until their client gave up.
-	droppedWrites atomic.Int64
+	// droppedPassRequests counts the requests of reconcile passes (not of
+	// the Lease rounds or the informers) held by a partition until their
+	// client gave up.
+	droppedPassRequests atomic.Int64
 	// recorder, when set, is told each write the apiserver accepted
 	// through this proxy (recordWrite), as replica's (under mu).
 	recorder *writeRecorder
@@ -343,7 +344,7 @@ func selfSignedLoopbackCert() (tls.Certificate, []byte, error) {
 // flowing (the apiserver-to-operator half of an asymmetric partition): the
 // operator keeps hearing of changes and starting passes whose writes cannot
 // get through. A held request whose client gives up is never forwarded
-// (droppedWrites counts the writes among them); one whose client still
+// (droppedPassRequests counts the passes' among them); one whose client still
 // waits at heal goes through then, as a write a partition delayed would
 // reach the apiserver late.
 func (p *faultProxy) partition() {
@@ -385,9 +386,23 @@ func (p *faultProxy) awaitHeal(r *http.Request) bool {
 		p.mu.Lock()
 		p.counts["requests held by the partition until their client gave up"]++
 		p.mu.Unlock()
-		if isWrite(r.Method) && !strings.Contains(r.URL.Path, "/leases") {
-			p.droppedWrites.Add(1)
+		if passRequest(r) {
+			p.droppedPassRequests.Add(1)
 		}
 		return false
 	}
+}
+
+// passRequest reports whether r is a reconcile pass's: a write or a read
+// of one named object, not a Lease's, an informer's list or watch.
+func passRequest(r *http.Request) bool {
+	if strings.Contains(r.URL.Path, "/leases") || r.URL.Query().Get("watch") != "" {
+		return false
+	}
+	if isWrite(r.Method) {
+		return true
+	}
+	// .../namespaces/<ns>/<resource>/<name>[/<subresource>]
+	_, rest, ok := strings.Cut(r.URL.Path, "/namespaces/")
+	return ok && strings.Count(strings.Trim(rest, "/"), "/") >= 2
 }

@@ -392,16 +392,16 @@ func chaosShardPartition() features.Feature {
 				if !cut.inc.p.running() {
 					t.Fatalf("%s exited during the partition; end of its log:\n%s", cut.inc.p.name, tail(cut.inc.p.logPath, 20))
 				}
-				if cut.proxy.droppedWrites.Load() == 0 {
-					t.Errorf("no write of %s was held by the partition: the scenario did not test its fencing", cut.inc.p.name)
+				if cut.proxy.droppedPassRequests.Load() == 0 {
+					t.Errorf("no request of a pass of %s was held by the partition: the scenario did not test its fencing", cut.inc.p.name)
 				}
 				sf.awaitOwners(ctx, t, live...)
 			}
 			var dropped int64
 			for _, c := range live {
-				dropped += c.proxy.droppedWrites.Load()
+				dropped += c.proxy.droppedPassRequests.Load()
 			}
-			sc.res.FaultsWhat = fmt.Sprintf("partitions (%d writes held, then dropped when the replica fenced itself)", dropped)
+			sc.res.FaultsWhat = fmt.Sprintf("partitions (%d requests of passes held, then dropped when the replica fenced itself)", dropped)
 			sc.res.Ops = r.issued.Load()
 			sc.converge(ctx, t, final, lastFault)
 			return ctx
