@@ -16,6 +16,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -59,8 +60,14 @@ func TestWebAppSecurity(t *testing.T) {
 			if operator.mode == modeProcess {
 				operator.mu.Lock()
 				for _, p := range operator.processes {
-					if p.kubeconfig != operator.saKubeconfig {
-						t.Errorf("operator %s runs with kubeconfig %s, want the ServiceAccount's %s", p.name, p.kubeconfig, operator.saKubeconfig)
+					if p.kubeconfig == operator.saKubeconfig {
+						continue
+					}
+					// A chaos scenario's proxy kubeconfig: another server,
+					// the ServiceAccount's credentials and nothing else.
+					pk, err := clientcmd.LoadFromFile(p.kubeconfig)
+					if err != nil || !equality.Semantic.DeepEqual(pk.AuthInfos, kc.AuthInfos) {
+						t.Errorf("operator %s runs with kubeconfig %s, whose credentials are not the ServiceAccount's %s (%v)", p.name, p.kubeconfig, operator.saKubeconfig, err)
 					}
 				}
 				operator.mu.Unlock()
