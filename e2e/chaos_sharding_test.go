@@ -95,6 +95,22 @@ func (sf *shardedFleet) spawn(ctx context.Context, role string) (*shardReplica, 
 	return r, nil
 }
 
+// spawnThree starts replicas a, b and c and waits until they own every
+// range between them.
+func (sf *shardedFleet) spawnThree(ctx context.Context, t *testing.T) []*shardReplica {
+	t.Helper()
+	var live []*shardReplica
+	for _, role := range []string{"a", "b", "c"} {
+		r, err := sf.spawn(ctx, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, r)
+	}
+	sf.awaitOwners(ctx, t, live...)
+	return live
+}
+
 // close stops the proxies (the replicas stop in restorePrimaryStep).
 func (sf *shardedFleet) close() {
 	for _, r := range sf.all() {
@@ -229,15 +245,7 @@ func chaosShardKill() features.Feature {
 		Assess("the survivors take its ranges; no WebApp written by two owners", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			sc := newScenario(ctx, t, cfg, 8, "3 sharded replicas, one SIGKILLed under load and replaced", 8)
 			sf = newShardedFleet(ctx, t, cfg, sc)
-			var live []*shardReplica
-			for _, role := range []string{"a", "b", "c"} {
-				r, err := sf.spawn(ctx, role)
-				if err != nil {
-					t.Fatal(err)
-				}
-				live = append(live, r)
-			}
-			sf.awaitOwners(ctx, t, live...)
+			live := sf.spawnThree(ctx, t)
 			s, r, done := sc.runWorkload(ctx, appsFor(12, 300))
 			var lastFault time.Time
 			for i := range size(2, 6) {
@@ -335,15 +343,7 @@ func chaosShardPartition() features.Feature {
 		Assess("it fences itself, the others take over, it rejoins; no WebApp written by two owners", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			sc := newScenario(ctx, t, cfg, 10, "3 sharded replicas, one partitioned from the API server for 25 s while every WebApp is updated", 10)
 			sf = newShardedFleet(ctx, t, cfg, sc)
-			var live []*shardReplica
-			for _, role := range []string{"a", "b", "c"} {
-				r, err := sf.spawn(ctx, role)
-				if err != nil {
-					t.Fatal(err)
-				}
-				live = append(live, r)
-			}
-			sf.awaitOwners(ctx, t, live...)
+			live := sf.spawnThree(ctx, t)
 			s, r, done := sc.runWorkload(ctx, appsFor(12, 300))
 			if err := <-done; err != nil {
 				t.Fatal(err)
