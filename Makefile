@@ -29,7 +29,7 @@ CLUSTER_KUBECONFIG ?= $(CURDIR)/.cluster/reconcilekit.kubeconfig
 # internal/leanmod test keeps its go.mod lean). e2e/ holds only e2e-tagged
 # code, so the plain go targets run in $(MODULES) and test-e2e runs e2e/.
 # hack/tools is the toolchain's own module, built by hack/tools.sh.
-MODULES := . examples bench docs packaging
+MODULES := . examples bench docs packaging kubebuilderplugin
 E2E_MODULE := e2e
 # Every module is built with its own go.mod: a local go.work would mix the
 # nested modules' requirements into the library's.
