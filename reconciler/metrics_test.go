@@ -9,11 +9,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
+	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler"
 )
 
@@ -130,5 +133,57 @@ func TestCleanupOverdueGauge(t *testing.T) {
 			v, _ := gauge(t, name, f.opts.Name)
 			assert.Zero(t, v, "cleaned up")
 		})
+	}
+}
+
+// hasSeries reports whether controller-runtime's registry has a series of
+// name with at least the given labels.
+func hasSeries(t *testing.T, name string, labels map[string]string) bool {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue metric
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// TestCountersExistAtZero: once set up under a manager, a controller's
+// counters exist before anything counted (a dashboard's rate() over them
+// shows 0, not "no data"): no-op passes, and the errors of every step and
+// cleanup step, of each type.
+func TestCountersExistAtZero(t *testing.T) {
+	testenv.Require(t)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	require.NoError(t, err)
+	const name = "zero-counters"
+	noop := func(context.Context, *scope) reconciler.Outcome { return reconciler.Continue() }
+	r, err := reconciler.New(mgr, reconciler.Options[*testv1.Widget]{Name: name,
+		Steps:     []widgetStep{{Name: "a", Run: noop}, {Name: "b", Run: noop}},
+		Finalizer: "test.reconcilekit.io/zero", Cleanup: []widgetStep{{Name: "c", Run: noop}},
+	})
+	require.NoError(t, err)
+	r.Builder(mgr)
+	assert.True(t, hasSeries(t, "reconcilekit_noop_passes_total", map[string]string{"controller": name}), "no-op passes")
+	for _, step := range []string{"a", "b", "c"} {
+		for _, typ := range []string{"transient", "terminal", "panic"} {
+			assert.True(t, hasSeries(t, "reconcilekit_step_errors_total", map[string]string{"controller": name, "step": step, "type": typ}),
+				"step %s, %s errors", step, typ)
+		}
 	}
 }

@@ -45,6 +45,7 @@ func (r *Reconciler[T]) SetupWithManager(mgr manager.Manager) error {
 // leader election (controller.Options.NeedLeaderElection false: a later
 // WithOptions must keep it so).
 func (r *Reconciler[T]) Builder(mgr manager.Manager) *builder.Builder {
+	r.exportZeroCounters()
 	b := builder.ControllerManagedBy(mgr).Named(r.opts.Name).
 		For(r.newObject(), builder.WithPredicates(append(r.shardFilter(false), r.wakeupFilter(r.newObject(), false)...)...))
 	if len(r.opts.Cleanup) > 0 {
@@ -98,4 +99,18 @@ func (r *Reconciler[T]) wakeupFilter(obj client.Object, owned bool) []predicate.
 		f.seen = r.seen
 	}
 	return []predicate.Predicate{f.predicate()}
+}
+
+// exportZeroCounters creates the controller's counters at zero, so that a
+// dashboard's rate() over them has a series (and an alert on an increase
+// sees the first one) before anything has counted.
+func (r *Reconciler[T]) exportZeroCounters() {
+	noopPasses.WithLabelValues(r.opts.Name)
+	for _, steps := range [][]Step[T]{r.opts.Steps, r.opts.Cleanup} {
+		for _, s := range steps {
+			for _, typ := range []string{"transient", "terminal", "panic"} {
+				stepErrors.WithLabelValues(r.opts.Name, s.Name, typ)
+			}
+		}
+	}
 }
