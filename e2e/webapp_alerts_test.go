@@ -51,7 +51,7 @@ const (
 //     deadline) and resolves once it is fixed;
 //   - every metric name in the alert rules and in the Grafana dashboard is
 //     one Prometheus ingested from the operator, and every dashboard query
-//     evaluates.
+//     returns series.
 func TestOperatorAlerts(t *testing.T) {
 	if operator.mode != modeProcess {
 		t.Skip("scrapes the operator's metrics endpoint on 127.0.0.1: needs E2E_OPERATOR=process")
@@ -175,10 +175,17 @@ func TestOperatorAlerts(t *testing.T) {
 				for _, n := range metricNamesOf(t, where, expr) {
 					used[n] = append(used[n], where)
 				}
-				// Every panel's query runs (Grafana's $__rate_interval is
-				// at least four scrape intervals; a minute covers it).
-				if _, err := prom.query(ctx, strings.ReplaceAll(expr, "$__rate_interval", "1m")); err != nil {
+				// Every panel's query runs and returns series for the
+				// running operator: a panel that says "no data" on a live
+				// operator is a wrong name or label (Grafana's
+				// $__rate_interval is at least four scrape intervals; a
+				// minute covers it).
+				n, err := prom.query(ctx, strings.ReplaceAll(expr, "$__rate_interval", "1m"))
+				switch {
+				case err != nil:
 					t.Errorf("dashboard %s: %v", where, err)
+				case n == 0:
+					t.Errorf("dashboard %s: no series for the running operator: %s", where, expr)
 				}
 			}
 			if len(used) == 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"go/format"
 	"path"
 	"regexp"
 	"strings"
@@ -33,6 +34,11 @@ type resource struct {
 	// Up is the controller test's way up to the project's root, as
 	// filepath.Join's arguments.
 	Up string
+	// Markers, Defaulting, Validating and HasImage are create webhook's:
+	// the scaffold's +kubebuilder:webhook markers, which webhooks it made,
+	// and whether the type has create api's image field.
+	Markers                          []string
+	Defaulting, Validating, HasImage bool
 
 	typesFile, controllerFile, testFile string
 }
@@ -88,12 +94,15 @@ func createAPI(req request) (map[string]string, error) {
 		out[sample] = strings.Replace(src, spec, "spec:\n  replicas: 1\n", 1)
 	}
 	for file, tmpl := range map[string]string{r.controllerFile: "controller.go.tmpl", r.testFile: "controller_test.go.tmpl"} {
-		text, err := r.render(tmpl)
-		if err != nil {
+		if out[file], err = r.renderGo(tmpl, header); err != nil {
 			return nil, err
 		}
-		out[file] = header + text
 	}
+	dashboard, err := r.render("dashboard.json.tmpl")
+	if err != nil {
+		return nil, err
+	}
+	out[path.Join("config", "grafana", r.Name+"-reconcilekit.json")] = dashboard
 	gomod, err := requireKit(req.Universe)
 	if err != nil {
 		return nil, err
@@ -169,6 +178,21 @@ func boilerplate(src string) string {
 		return src[:i[0]]
 	}
 	return ""
+}
+
+// renderGo renders a Go template below the scaffold's license header,
+// formatted as gofmt does (a template's alignment depends on which of its
+// optional lines it keeps).
+func (r *resource) renderGo(name, header string) (string, error) {
+	text, err := r.render(name)
+	if err != nil {
+		return "", err
+	}
+	src, err := format.Source([]byte(header + text))
+	if err != nil {
+		return "", fmt.Errorf("template %s: the Go it makes does not parse: %w", name, err)
+	}
+	return string(src), nil
 }
 
 func (r *resource) render(name string) (string, error) {

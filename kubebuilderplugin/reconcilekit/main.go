@@ -39,7 +39,7 @@ func handle(req request) response {
 	case "create api":
 		res.Universe, err = createAPI(req)
 	case "create webhook":
-		err = fmt.Errorf("create webhook: not supported yet by the reconcilekit plugin; run it without the plugin (--plugins go/v4) and see docs/webhookkit.md for webhookkit's typed defaulter and validator")
+		res.Universe, err = createWebhook(req)
 	default:
 		err = fmt.Errorf("unknown command %q", req.Command)
 	}
@@ -61,6 +61,12 @@ func help(args []string) metadata {
 		return metadata{
 			Description: "Require reconcilekit " + Version + " in go.mod, so that the APIs created next get reconcilekit controllers.",
 			Examples:    "kubebuilder init --plugins go/v4,reconcilekit/v1-alpha --domain example.com --repo example.com/site-operator",
+		}
+	case "--webhook":
+		return metadata{
+			Description: "Serve the webhooks go/v4 scaffolds with reconcilekit's webhookkit: typed functions, every failing field in one 422, " +
+				"ratcheting updates, and tests through the API server.",
+			Examples: "kubebuilder create webhook --group web --version v1 --kind Site --defaulting --programmatic-validation",
 		}
 	case "--api":
 		return metadata{

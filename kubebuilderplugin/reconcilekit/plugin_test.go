@@ -60,8 +60,11 @@ func TestCreateAPI(t *testing.T) {
 			t.Errorf("%s lost the scaffold's license header", name)
 		}
 	}
-	if len(files) != 5 {
-		t.Errorf("wrote %v, want the type, the controller, its test, the sample and go.mod", files)
+	if len(files) != 6 {
+		t.Errorf("wrote %v, want the type, the controller, its test, the sample, a dashboard and go.mod", files)
+	}
+	if d := res.Universe["config/grafana/site-reconcilekit.json"]; !strings.Contains(d, `reconcilekit_noop_passes_total{controller=\"site\"}`) {
+		t.Error("no dashboard of the site controller")
 	}
 	if sample := res.Universe["config/samples/web_v1_site.yaml"]; !strings.HasSuffix(sample, "\nspec:\n  replicas: 1\n") {
 		t.Errorf("the sample's spec is not valid:\n%s", sample)
@@ -172,7 +175,9 @@ func TestServe(t *testing.T) {
 	}{
 		{request{Command: "metadata", Args: []string{"--api"}}, func(r response) bool { return strings.Contains(r.Metadata.Description, "reconcilekit reconciler") }},
 		{request{Command: "flags", Args: []string{"--api"}}, func(r response) bool { return !r.Error && len(r.Flags) == 0 }},
-		{request{Command: "create webhook"}, func(r response) bool { return r.Error && strings.Contains(r.ErrorMsgs[0], "not supported yet") }},
+		{request{Command: "create webhook", Args: []string{"--kind", "Site", "--version", "v1", "--conversion"}}, func(r response) bool {
+			return r.Error && strings.Contains(r.ErrorMsgs[0], "--conversion is not supported")
+		}},
 		{request{Command: "bogus"}, func(r response) bool { return r.Error && strings.Contains(r.ErrorMsgs[0], `unknown command "bogus"`) }},
 	} {
 		in, _ := json.Marshal(tc.req)
@@ -203,5 +208,82 @@ func TestParseArgs(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestCreateWebhook: over go/v4's webhook (after create api of this
+// plugin), create webhook serves the same webhooks with webhookkit: the
+// scaffold's markers verbatim (so the paths and configurations stay),
+// Setup<Kind>WebhookWithManager kept for the suite and main.go, the image
+// checked with webhookkit's grammar, and a test through the API server.
+func TestCreateWebhook(t *testing.T) {
+	api := handle(scaffold(t))
+	if api.Error {
+		t.Fatal(api.ErrorMsgs)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile("testdata/scaffold/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	scaffolded := read("site_webhook.go.txt")
+	req := request{Command: "create webhook", Config: scaffold(t).Config,
+		Args: []string{"--group", "web", "--version", "v1", "--kind", "Site", "--defaulting", "--programmatic-validation"},
+		Universe: map[string]string{
+			"api/v1/site_types.go":                     api.Universe["api/v1/site_types.go"],
+			"internal/webhook/v1/site_webhook.go":      scaffolded,
+			"internal/webhook/v1/site_webhook_test.go": read("site_webhook_test.go.txt"),
+		}}
+	res := handle(req)
+	if res.Error {
+		t.Fatal(res.ErrorMsgs)
+	}
+	if len(res.Universe) != 2 {
+		t.Errorf("wrote %d files, want the webhook and its test", len(res.Universe))
+	}
+	for name, src := range res.Universe {
+		formatted, err := format.Source([]byte(src))
+		if err != nil {
+			t.Errorf("%s does not parse: %v", name, err)
+		} else if string(formatted) != src {
+			t.Errorf("%s is not gofmt-clean", name)
+		}
+	}
+	wh := res.Universe["internal/webhook/v1/site_webhook.go"]
+	markers := webhookMarkerRE.FindAllString(scaffolded, -1)
+	if len(markers) != 2 {
+		t.Fatalf("the scaffold has %d webhook markers, want 2", len(markers))
+	}
+	for _, want := range append(markers,
+		"func SetupSiteWebhookWithManager(mgr ctrl.Manager) error {",
+		"webhookkit.Register(mgr, webhookkit.Webhook[*webv1.Site]{",
+		"Default:        defaultSite,", // gofmt-aligned with the Validate functions
+		"ValidateUpdate: validateSiteUpdate,",
+		`webhookkit.ImageReference(spec.Child("image"), obj.Spec.Image)`,
+		"webhookkit.Ratchet(") {
+		if !strings.Contains(wh, want) {
+			t.Errorf("the webhook lacks %q", want)
+		}
+	}
+	if test := res.Universe["internal/webhook/v1/site_webhook_test.go"]; !strings.Contains(test, `obj.Spec.Image = "Nginx:1.29"`) {
+		t.Error("the test does not try an invalid image")
+	}
+
+	// A webhook without the image field gets a validation stub, and only
+	// the webhooks the scaffold made.
+	req.Universe["api/v1/site_types.go"] = read("site_types.go.txt")
+	req.Universe["internal/webhook/v1/site_webhook.go"] = scaffolded[:strings.Index(scaffolded, "// TODO(user): change verbs")]
+	res = handle(req)
+	if res.Error {
+		t.Fatal(res.ErrorMsgs)
+	}
+	wh = res.Universe["internal/webhook/v1/site_webhook.go"]
+	if strings.Contains(wh, "ValidateCreate") || strings.Contains(wh, "Image") || !strings.Contains(wh, "Default: defaultSite,") {
+		t.Errorf("a defaulting webhook alone:\n%s", wh)
+	}
+	if _, err := format.Source([]byte(wh)); err != nil {
+		t.Errorf("does not parse: %v", err)
 	}
 }
