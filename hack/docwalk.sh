@@ -181,6 +181,12 @@ EOF
 
 cleanup() {
 	local rc=$?
+	# The walk ran in a session of its own: whatever the page started and
+	# is still running (a background job's children too, which the walk's
+	# own "kill the jobs" misses) goes with it.
+	if [[ -s "$walk/session" ]]; then
+		pkill -KILL -s "$(cat "$walk/session")" 2>/dev/null || true
+	fi
 	bash "$repo/hack/cluster.sh" down >/dev/null 2>&1 || true
 	if ((rc == 0)); then
 		chmod -R u+w "$walk" 2>/dev/null || true
@@ -193,4 +199,4 @@ cleanup() {
 trap cleanup EXIT
 
 say "walking ${pages[*]} in $walk"
-(cd "$home" && HOME=$home bash "$walk/walk.sh")
+(cd "$home" && HOME=$home setsid -w bash -c 'echo $$ >"$1/session" && exec bash "$1/walk.sh"' docwalk "$walk")
