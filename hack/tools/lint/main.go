@@ -1,6 +1,7 @@
 // Command golangci-lint-kal is golangci-lint with the Kubernetes API linter
 // (sigs.k8s.io/kube-api-linter) compiled in as a module plugin named
-// "kubeapilinter".
+// "kubeapilinter", and the Kubernetes logging linter (sigs.k8s.io/logtools)
+// as "logcheck".
 //
 // It is what `golangci-lint custom` would generate from a .custom-gcl.yml
 // naming the kube-api-linter module: golangci-lint's own main package plus a
@@ -20,8 +21,12 @@ import (
 	"github.com/golangci/golangci-lint/v2/pkg/commands"
 	"github.com/golangci/golangci-lint/v2/pkg/exitcodes"
 
-	// The module plugin: registers "kubeapilinter" and the analyzers it runs.
+	// The module plugins: "kubeapilinter" and the analyzers it runs, and
+	// "logcheck", which a kubebuilder v4 scaffold's .custom-gcl.yml adds to
+	// its golangci-lint (make test-docs runs a scaffold's make lint with
+	// this binary).
 	_ "sigs.k8s.io/kube-api-linter"
+	_ "sigs.k8s.io/logtools/logcheck/gclplugin"
 )
 
 func main() {
