@@ -293,6 +293,14 @@ test-alerts-e2e: prometheus tools ## A real Prometheus scrapes the operator on t
 # docs/reliability.md with its figures. E2E_CHAOS_APPS=N resizes every
 # scenario, E2E_CHAOS_SEED=N reseeds them.
 CHAOS_REPORT ?= $(CURDIR)/docs/reliability.md
+# The WebApp dashboard's picture in docs/webapp-tour.md: the alert e2e
+# draws every panel from its Prometheus (e2e/dashboard_png.go) and keeps it.
+.PHONY: dashboard-png
+dashboard-png: tools ## Redraw docs/images/webapp-dashboard.png from a run of the alert e2e (its Prometheus scraping the operator).
+	mkdir -p docs/images
+	cd $(E2E_MODULE) && E2E_DASHBOARD_PNG=$(CURDIR)/docs/images/webapp-dashboard.png \
+		go test -tags e2e -count=1 -timeout 30m -v -run TestOperatorAlerts $(GO_TEST_FLAGS) ./...
+
 .PHONY: chaos
 chaos: tools ## The chaos suite's long form on a local kwok cluster; writes docs/reliability.md.
 	cd $(E2E_MODULE) && E2E_CHAOS=long E2E_CHAOS_REPORT=$(CHAOS_REPORT) \

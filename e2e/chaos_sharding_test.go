@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,16 @@ type shardedFleet struct {
 
 	mu       sync.Mutex
 	replicas []*shardReplica
+	// faults are when a replica was killed or cut off: a range's wait for
+	// an owner restarts at each (see checkShards).
+	faults []time.Time
+}
+
+// fault records that a replica was killed or cut off now.
+func (sf *shardedFleet) fault() {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	sf.faults = append(sf.faults, time.Now())
 }
 
 // shardReplica is one incarnation and its proxy; cuts are the partitions
@@ -187,7 +198,10 @@ func (sf *shardedFleet) check() []string {
 	if err != nil {
 		return []string{err.Error()}
 	}
-	res := checkShards(sf.recorder.all(), owned, time.Now())
+	sf.mu.Lock()
+	faults := slices.Clone(sf.faults)
+	sf.mu.Unlock()
+	res := checkShards(sf.recorder.all(), owned, faults, time.Now())
 	if harness.opts.Provider == ProviderKwok {
 		// The suite's kwok cluster runs with the ShardedListAndWatch
 		// gate: each replica's cache must be filtered by the API server.
@@ -197,8 +211,9 @@ func (sf *shardedFleet) check() []string {
 			}
 		}
 	}
-	sf.sc.res.Notes = fmt.Sprintf("%d writes to WebApps and their objects by %d replicas, %d range handoffs, no range unowned longer than %s (at most %s allowed)",
-		res.writes, res.writers, res.handoffs, res.maxUnowned.Round(100*time.Millisecond), maxUnowned)
+	sf.sc.res.Notes = fmt.Sprintf("%d writes to WebApps and their objects by %d replicas, %d range handoffs, no range unowned longer than %s "+
+		"after the last fault in its wait (at most %s allowed; %s from its first owner's end)",
+		res.writes, res.writers, res.handoffs, res.maxUnowned.Round(100*time.Millisecond), maxUnowned, res.maxGap.Round(100*time.Millisecond))
 	return res.violations
 }
 
@@ -252,6 +267,7 @@ func chaosShardKill() features.Feature {
 				pause(ctx, sc.jitter(2*time.Second, 6*time.Second))
 				k := 1 + sc.rng.IntN(len(live)-1) // never a, the webhooks
 				live[k].inc.kill()
+				sf.fault()
 				lastFault = time.Now()
 				sc.res.Faults++
 				next, err := sf.spawn(ctx, fmt.Sprintf("r%d", i+1))
@@ -354,6 +370,7 @@ func chaosShardPartition() features.Feature {
 				k := 1 + sc.rng.IntN(len(live)-1)
 				cut := live[k]
 				cut.proxy.partition()
+				sf.fault()
 				from := time.Now()
 				// Its ownership periods end here, whatever its log says
 				// later: what it writes after the heal needs a new one.
@@ -431,27 +448,37 @@ func TestCheckShards(t *testing.T) {
 		return shardWrite{replica: replica, app: app, what: "PATCH webapps/x", sent: at(sent), answered: at(answered)}
 	}
 
-	res := checkShards([]shardWrite{w("a", 1, 1.1), w("a", 9.8, 9.9), w("b", 12.1, 12.2)}, full(), at(30))
+	res := checkShards([]shardWrite{w("a", 1, 1.1), w("a", 9.8, 9.9), w("b", 12.1, 12.2)}, full(), nil, at(30))
 	assert.Empty(t, res.violations)
 	assert.Equal(t, 3, res.writes)
 	assert.Equal(t, 1, res.handoffs)
 	assert.Equal(t, 2*time.Second, res.maxUnowned)
 
-	res = checkShards([]shardWrite{w("a", 11, 11.1)}, full(), at(30))
+	res = checkShards([]shardWrite{w("a", 11, 11.1)}, full(), nil, at(30))
 	assert.Len(t, res.violations, 1, "a wrote after it released the range")
-	res = checkShards([]shardWrite{w("b", 9, 9.1)}, full(), at(30))
+	res = checkShards([]shardWrite{w("b", 9, 9.1)}, full(), nil, at(30))
 	assert.Len(t, res.violations, 2, "b wrote before it acquired the range, while a owned it")
-	res = checkShards(nil, full(ownership{replica: "c", rng: rng, from: at(5), to: at(6)}), at(30))
+	res = checkShards(nil, full(ownership{replica: "c", rng: rng, from: at(5), to: at(6)}), nil, at(30))
 	assert.Len(t, res.violations, 1, "c owned the range while a did")
 
 	// A partition cuts a's period at its start; a write delivered at the
 	// heal is outside it.
 	cutA := ownerships("a", []rangeLog{{at: at(0), rng: rng, acquired: true}}, time.Time{}, []window{{from: at(5), to: at(30)}})
 	assert.Equal(t, at(5), cutA[0].to)
-	res = checkShards([]shardWrite{w("a", 30, 30.1)}, append(cutA, full()[2:]...), at(40))
+	res = checkShards([]shardWrite{w("a", 30, 30.1)}, append(cutA, full()[2:]...), nil, at(40))
 	assert.NotEmpty(t, res.violations, "a write held by the partition and delivered at the heal")
 
 	// A range left unowned too long.
-	res = checkShards(nil, full(), at(30).Add(maxUnowned+time.Second))
+	res = checkShards(nil, full(), nil, at(30).Add(maxUnowned+time.Second))
 	assert.Len(t, res.violations, 1, "range unowned after b ended")
+	// Unless a replica died during the wait: the wait counts from then
+	// (the range may have been assigned to it), but only up to the bound.
+	res = checkShards(nil, full(), []time.Time{at(25), at(31)}, at(31).Add(maxUnowned-time.Second))
+	assert.Empty(t, res.violations, "a fault at 31 s restarts the wait")
+	assert.Equal(t, maxUnowned-time.Second, res.maxUnowned)
+	assert.Equal(t, maxUnowned, res.maxGap, "from the end of b, at 30 s")
+	res = checkShards(nil, full(), []time.Time{at(31)}, at(31).Add(maxUnowned+time.Second))
+	assert.Len(t, res.violations, 1, "unowned too long after the last fault")
+	res = checkShards(nil, full(), []time.Time{at(20)}, at(30).Add(maxUnowned+time.Second))
+	assert.Len(t, res.violations, 1, "a fault before the wait began does not count")
 }

@@ -14,6 +14,7 @@ require (
 	github.com/reconcilekit/reconcilekit v0.0.0-00010101000000-000000000000
 	github.com/reconcilekit/reconcilekit/examples v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/image v0.30.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2

@@ -58,6 +58,7 @@ func TestOperatorAlerts(t *testing.T) {
 	}
 	const app = "stall"
 	var prom *prometheusServer
+	var promStarted time.Time
 	config := filepath.Join(harness.opts.RepoRoot, "examples", "webapp", "config")
 
 	f := features.New("alerts: a real Prometheus scrapes the operator; WebAppStalled fires and resolves").
@@ -82,6 +83,7 @@ func TestOperatorAlerts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			promStarted = time.Now()
 			t.Cleanup(func() {
 				prom.stop()
 				if t.Failed() {
@@ -202,6 +204,23 @@ func TestOperatorAlerts(t *testing.T) {
 				t.Errorf("metrics used but not exported by the operator:\n  %s", strings.Join(missing, "\n  "))
 			}
 			t.Logf("%d metric names in %d alert and %d dashboard queries, all exported", len(used), len(exprs), len(dashboard))
+			return ctx
+		}).
+		Assess("the dashboard draws from what Prometheus scraped", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			// E2E_DASHBOARD_PNG=docs/images/webapp-dashboard.png (make
+			// dashboard-png) keeps the picture for the docs.
+			out := os.Getenv("E2E_DASHBOARD_PNG")
+			if out == "" {
+				out = filepath.Join(t.TempDir(), "dashboard.png")
+			}
+			b, err := os.ReadFile(filepath.Join(config, "grafana", "webapp-operator.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := renderDashboard(ctx, prom, b, promStarted, time.Now(), out); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("dashboard drawn to %s", out)
 			return ctx
 		}).
 		Feature()
