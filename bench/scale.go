@@ -92,8 +92,8 @@ const ownFleet = "baseline"
 // (the idiomatic peer, which writes the same objects, takes it over once
 // and is measured on its second start); reconcilekit takes the fleet back
 // and deletes it, and the run checks that nothing is left. The baseline
-// cannot take the fleet over (see ownFleet): it converges and restarts
-// over a fleet of its own afterwards. Config.Idiomatic or
+// cannot take the fleet over (see ownFleet): it converges, restarts over
+// and deletes a fleet of its own afterwards. Config.Idiomatic or
 // Config.Baseline nil skips that peer; Unrelated, SkipUpdate and
 // BaselineFirst do not apply.
 func RunScale(ctx context.Context, upstream *rest.Config, cfg Config) (*ScaleResult, error) {
@@ -263,7 +263,7 @@ func (h *harness) restart(ctx context.Context, name string, cmd Command, r *Rest
 }
 
 // ownFleet has the operator converge a fleet of its own from zero, restart
-// over it; the fleet stays for the cluster's teardown.
+// over it, and delete it.
 func (h *harness) ownFleet(ctx context.Context, name string, cmd Command) (Restart, error) {
 	r := Restart{Name: name, Fleet: "own"}
 	// Not bench.Run's "bench-<name>": on envtest (no namespace controller)
@@ -291,11 +291,14 @@ func (h *harness) ownFleet(ctx context.Context, name string, cmd Command) (Resta
 	if op, err = h.restart(ctx, name, cmd, &r); err != nil {
 		return r, err
 	}
-	r.Rolled, err = h.rolled(ctx, ns, gens)
-	// Its fleet is not deleted one by one: nothing of it is measured, and
-	// the cluster goes with the run (ten minutes of 75 at 10,000).
-	op.Stop()
-	return r, err
+	if r.Rolled, err = h.rolled(ctx, ns, gens); err != nil {
+		op.Stop()
+		return r, err
+	}
+	var left int
+	var objects map[string]int
+	var collected time.Duration
+	return r, h.deleteFleet(ctx, op, ns, &Phase{}, &left, &objects, &collected)
 }
 
 // deleteFleet deletes every WebApp in ns with op running (into p), stops

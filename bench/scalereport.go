@@ -100,7 +100,7 @@ func (r *ScaleReport) Markdown() string {
 	if res.restart(ownFleet).Name != "" {
 		b.WriteString("The tutorial baseline cannot take this fleet over. Its Deployment selector (`app: <name>`) is not the\n")
 		b.WriteString("fleet's, a Deployment's selector is immutable, and its Service update would point every Service at no pod.\n")
-		b.WriteString("So it converges a fleet of its own afterwards and restarts over it (the fleet is not deleted: the cluster goes with the run).\n")
+		b.WriteString("So it converges a fleet of its own afterwards, restarts over it and deletes it.\n")
 	}
 	b.WriteString("\n")
 
