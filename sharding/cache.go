@@ -1,18 +1,13 @@
 package sharding
 
 import (
-	"context"
 	"fmt"
-	"slices"
-	"sync"
+	"strconv"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,10 +26,14 @@ import (
 // objects; one without it sends them all and they are dropped as they
 // arrive, before the cache stores them. The owned kinds are always dropped
 // on arrival: the cache's label selector for them (cache.ByObject) is the
-// one controller-runtime sends. When the claimed ranges change, the open
-// watches end with an expired resourceVersion and the informers list again
-// with the new ranges: objects of a range given up leave the cache as
-// deletions, those of a range acquired arrive as additions.
+// one controller-runtime sends. When the claimed ranges change, each open
+// watch switches in place: it lists the acquired ranges' objects as of the
+// last event it passed on and passes them on as additions, passes on the
+// given-up ranges' objects as deletions, and watches on from there with the
+// new ranges (cachewatch.go), so the cache holds a range's objects before the
+// replica owns it. A watch that cannot switch (not yet past its initial
+// list, or its resourceVersion compacted) ends as expired, and the informer
+// lists again after client-go's backoff.
 //
 // scheme must know the kinds (it resolves the cache's typed informers);
 // call SelectCache after the other changes to opts, since it wraps
@@ -59,10 +58,14 @@ func (m *Member) SelectCache(opts cache.Options, scheme *runtime.Scheme, reconci
 		next = toolscache.NewSharedIndexInformer
 	}
 	opts.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-		if keep := sel.filterFor(obj); keep != nil {
-			lw = m.selecting(lw, keep, sel.isReconciled(obj))
+		rangeOf := sel.rangeFuncFor(obj)
+		if rangeOf == nil {
+			return next(lw, obj, resync, indexers)
 		}
-		return next(lw, obj, resync, indexers)
+		s := m.selecting(lw, obj, rangeOf, sel.isReconciled(obj))
+		inf := next(s, obj, resync, indexers)
+		s.store = inf.GetStore()
+		return inf
 	}
 	return opts, nil
 }
@@ -91,25 +94,25 @@ func (s *cacheSelection) isReconciled(obj runtime.Object) bool {
 	return ok && gk == s.reconciled
 }
 
-// filterFor returns whether an object of obj's kind belongs in the cache
-// given the claimed ranges, nil for a kind SelectCache leaves alone.
-func (s *cacheSelection) filterFor(obj runtime.Object) func(o metav1.Object, claimed []bool) bool {
+// rangeFuncFor returns how SelectCache ranges an object of obj's kind, nil
+// for a kind it leaves alone: the reconciled kind by its UID, an owned kind
+// by its RangeLabel (ranged is false without one: kept in every cache).
+func (s *cacheSelection) rangeFuncFor(obj runtime.Object) rangeFunc {
 	gk, ok := s.groupKind(obj)
 	switch {
 	case !ok:
 		return nil
 	case gk == s.reconciled:
-		return func(o metav1.Object, claimed []bool) bool {
-			return claimed[RangeOf(o.GetUID(), len(claimed))]
-		}
+		return func(o metav1.Object, ranges int) (int, bool) { return RangeOf(o.GetUID(), ranges), true }
 	case s.owned[gk]:
-		return func(o metav1.Object, claimed []bool) bool {
-			r, labelled := labelledRange(o, len(claimed))
-			return !labelled || claimed[r]
-		}
+		return labelledRange
 	}
 	return nil
 }
+
+// rangeFunc returns the range of o among ranges; ranged is false for an
+// object that belongs in every replica's cache.
+type rangeFunc func(o metav1.Object, ranges int) (r int, ranged bool)
 
 // labelledRange reads o's RangeLabel; labelled is false without a valid one.
 func labelledRange(o metav1.Object, ranges int) (r int, labelled bool) {
@@ -117,196 +120,9 @@ func labelledRange(o metav1.Object, ranges int) (r int, labelled bool) {
 	if !ok {
 		return 0, false
 	}
-	var n int
-	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 0 || n >= ranges || fmt.Sprint(n) != v {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n >= ranges || strconv.Itoa(n) != v {
 		return 0, false
 	}
 	return n, true
 }
-
-// selectingLW is a ListerWatcher that lists and watches only what keep
-// accepts under the claimed ranges, and ends its watches when they change.
-type selectingLW struct {
-	inner      toolscache.ListerWatcherWithContext
-	member     *Member
-	keep       func(o metav1.Object, claimed []bool) bool
-	shardByUID bool
-
-	mu      sync.Mutex
-	watches map[*selectedWatch]struct{}
-}
-
-// selecting wraps lw for one informer and registers it for claim changes.
-func (m *Member) selecting(lw toolscache.ListerWatcher, keep func(metav1.Object, []bool) bool, shardByUID bool) *selectingLW {
-	s := &selectingLW{
-		inner: toolscache.ToListerWatcherWithContext(lw), member: m, keep: keep, shardByUID: shardByUID,
-		watches: map[*selectedWatch]struct{}{},
-	}
-	m.onClaimsChange(s.claimsChanged)
-	return s
-}
-
-// options returns opts with the shard selector of the claimed ranges, and
-// the claimed ranges as a set.
-func (s *selectingLW) options(opts metav1.ListOptions) (metav1.ListOptions, []bool, error) {
-	claimed := s.member.claimed()
-	if s.shardByUID {
-		var ranges []int
-		for r, c := range claimed {
-			if c {
-				ranges = append(ranges, r)
-			}
-		}
-		// The API server refuses an empty range: with none claimed, ask
-		// for the single hash 0, which keep drops should an object have it.
-		sel := fmt.Sprintf("shardRange(object.metadata.uid, '0x%016x', '0x%016x')", 0, 1)
-		if len(ranges) > 0 {
-			var err error
-			if sel, err = ShardSelector(len(claimed), ranges); err != nil {
-				return opts, nil, err
-			}
-		}
-		opts.ShardSelector = sel
-	}
-	return opts, claimed, nil
-}
-
-// List lists with the claimed ranges' selector and drops what keep refuses.
-func (s *selectingLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	opts, claimed, err := s.options(opts)
-	if err != nil {
-		return nil, err
-	}
-	list, err := s.inner.ListWithContext(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	items, err := meta.ExtractListWithAlloc(list)
-	if err != nil {
-		return nil, fmt.Errorf("sharding: reading a list: %w", err)
-	}
-	kept := items[:0]
-	for _, item := range items {
-		if o, err := meta.Accessor(item); err == nil && s.keep(o, claimed) {
-			kept = append(kept, item)
-		}
-	}
-	if len(kept) < len(items) {
-		if err := meta.SetList(list, kept); err != nil {
-			return nil, fmt.Errorf("sharding: filtering a list: %w", err)
-		}
-	}
-	return list, nil
-}
-
-// WatchWithContext watches with the claimed ranges' selector; the watch
-// ends with an expired resourceVersion when the claimed ranges change.
-func (s *selectingLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	opts, claimed, err := s.options(opts)
-	if err != nil {
-		return nil, err
-	}
-	inner, err := s.inner.WatchWithContext(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	w := &selectedWatch{inner: inner, keep: s.keep, claimed: claimed, out: make(chan watch.Event), stop: make(chan struct{}), expire: make(chan struct{})}
-	s.mu.Lock()
-	s.watches[w] = struct{}{}
-	s.mu.Unlock()
-	go func() {
-		w.run()
-		s.mu.Lock()
-		delete(s.watches, w)
-		s.mu.Unlock()
-	}()
-	// A change between reading the claims and registering the watch
-	// would otherwise be missed.
-	if !slices.Equal(claimed, s.member.claimed()) {
-		w.expireOnce()
-	}
-	return w, nil
-}
-
-// List and Watch serve callers without a context.
-func (s *selectingLW) List(opts metav1.ListOptions) (runtime.Object, error) {
-	return s.ListWithContext(context.Background(), opts)
-}
-
-func (s *selectingLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	return s.WatchWithContext(context.Background(), opts)
-}
-
-func (s *selectingLW) claimsChanged() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for w := range s.watches {
-		w.expireOnce()
-	}
-}
-
-// selectedWatch passes on the events keep accepts. An object that leaves
-// the selection (an owned object labelled with another replica's range)
-// is passed on as deleted, so that the cache forgets it. When expired, it
-// sends an Expired error, after which the informer lists again.
-type selectedWatch struct {
-	inner   watch.Interface
-	keep    func(metav1.Object, []bool) bool
-	claimed []bool
-	out     chan watch.Event
-
-	stopOnce, expireOnceDo sync.Once
-	stop, expire           chan struct{}
-}
-
-func (w *selectedWatch) run() {
-	defer close(w.out)
-	defer w.inner.Stop()
-	send := func(e watch.Event) bool {
-		select {
-		case w.out <- e:
-			return true
-		case <-w.stop:
-			return false
-		}
-	}
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-w.expire:
-			status := apierrors.NewResourceExpired("sharding: the claimed ranges changed; list again").Status()
-			send(watch.Event{Type: watch.Error, Object: &status})
-			return
-		case e, ok := <-w.inner.ResultChan():
-			if !ok {
-				return
-			}
-			if e.Type == watch.Added || e.Type == watch.Modified || e.Type == watch.Deleted {
-				o, err := meta.Accessor(e.Object)
-				if err == nil && !w.keep(o, w.claimed) {
-					if e.Type != watch.Modified {
-						continue
-					}
-					e.Type = watch.Deleted
-				}
-			}
-			if !send(e) {
-				return
-			}
-		}
-	}
-}
-
-func (w *selectedWatch) expireOnce() { w.expireOnceDo.Do(func() { close(w.expire) }) }
-
-// Stop ends the watch.
-func (w *selectedWatch) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
-
-// ResultChan returns the events.
-func (w *selectedWatch) ResultChan() <-chan watch.Event { return w.out }
-
-var (
-	_ toolscache.ListerWatcherWithContext = &selectingLW{}
-	_ toolscache.ListerWatcher            = &selectingLW{}
-)

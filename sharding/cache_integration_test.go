@@ -21,19 +21,26 @@ import (
 )
 
 // selectorsSeen records the shard selectors of the requests that reach the
-// API server.
+// API server, and counts the full lists.
 type selectorsSeen struct {
 	next http.RoundTripper
 	mu   sync.Mutex
 	seen map[string]bool // path with a shardSelector query
+	// fullLists counts the lists of everything claimed: a plain list, or
+	// a watch that starts by sending every object.
+	fullLists int
 }
 
 func (s *selectorsSeen) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Query().Get("shardSelector") != "" {
-		s.mu.Lock()
+	q := r.URL.Query()
+	s.mu.Lock()
+	if q.Get("shardSelector") != "" {
 		s.seen[r.URL.Path] = true
-		s.mu.Unlock()
 	}
+	if q.Get("sendInitialEvents") == "true" || (q.Get("watch") != "true" && q.Get("resourceVersionMatch") != string(metav1.ResourceVersionMatchExact)) {
+		s.fullLists++
+	}
+	s.mu.Unlock()
 	return s.next.RoundTrip(r)
 }
 
@@ -91,7 +98,8 @@ func cached(t *testing.T, c cache.Cache, ns string) (widgets, configMaps []strin
 // holds the Widgets of the ranges it claims (asked of the API server by
 // shard selector), and the ConfigMaps labelled with those ranges plus the
 // unlabelled ones; when a replica joins, the first one's cache gives up the
-// ranges it hands over, and when it leaves, takes them back.
+// ranges it hands over, and when it leaves, takes them back, each time
+// without listing everything again (its watches switch ranges in place).
 func TestSelectedCachesSplitTheObjects(t *testing.T) {
 	testenv.Require(t)
 	ctx := t.Context()
@@ -173,6 +181,9 @@ func TestSelectedCachesSplitTheObjects(t *testing.T) {
 	a := startMember(t, ns, "a")
 	ca := selectedCache(t, a, ns, seenA)
 	eventually("one replica", ownsAll(a), settled(a, ca))
+	seenA.mu.Lock()
+	initialLists := seenA.fullLists
+	seenA.mu.Unlock()
 
 	b := startMember(t, ns, "b")
 	cb := selectedCache(t, b, ns, &selectorsSeen{seen: map[string]bool{}})
@@ -194,6 +205,9 @@ func TestSelectedCachesSplitTheObjects(t *testing.T) {
 
 	seenA.mu.Lock()
 	defer seenA.mu.Unlock()
+	if seenA.fullLists != initialLists {
+		t.Errorf("a's cache listed everything %d times after its first sync, want none: its watches switch ranges in place", seenA.fullLists-initialLists)
+	}
 	if !seenA.seen["/apis/test.reconcilekit.io/v1/namespaces/"+ns+"/widgets"] {
 		t.Errorf("the Widgets were not asked for by shard selector: %v", seenA.seen)
 	}

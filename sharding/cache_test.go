@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -71,7 +72,8 @@ func next(t *testing.T, w watch.Interface) watch.Event {
 // TestSelectedOwnedObjects: the cache of an owned kind holds the objects
 // labelled with a claimed range and the unlabelled ones; one that is
 // labelled with another range later is passed on as deleted; a change of
-// the claims ends the watch with Expired, so the informer lists again.
+// the claims before the watch knows where it is (here: opened without a
+// resourceVersion) ends it with Expired, so the informer lists again.
 func TestSelectedOwnedObjects(t *testing.T) {
 	m := testMember(t, 4)
 	setClaims(m, 0, 1)
@@ -87,11 +89,11 @@ func TestSelectedOwnedObjects(t *testing.T) {
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
 	}
 	sel := &cacheSelection{member: m, scheme: clientgoscheme.Scheme, owned: map[schema.GroupKind]bool{{Kind: "ConfigMap"}: true}}
-	keep := sel.filterFor(&corev1.ConfigMap{})
-	if keep == nil {
+	rangeOf := sel.rangeFuncFor(&corev1.ConfigMap{})
+	if rangeOf == nil {
 		t.Fatal("ConfigMap is an owned kind")
 	}
-	s := m.selecting(lw, keep, false)
+	s := m.selecting(lw, &corev1.ConfigMap{}, rangeOf, false)
 
 	list, err := s.List(metav1.ListOptions{})
 	if err != nil {
@@ -169,7 +171,7 @@ func TestSelectedReconciledObjects(t *testing.T) {
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil },
 	}
 	sel := &cacheSelection{member: m, scheme: clientgoscheme.Scheme, reconciled: schema.GroupKind{Kind: "ConfigMap"}}
-	s := m.selecting(lw, sel.filterFor(&corev1.ConfigMap{}), sel.isReconciled(&corev1.ConfigMap{}))
+	s := m.selecting(lw, &corev1.ConfigMap{}, sel.rangeFuncFor(&corev1.ConfigMap{}), sel.isReconciled(&corev1.ConfigMap{}))
 
 	count := func() int {
 		l, err := s.ListWithContext(context.Background(), metav1.ListOptions{})
@@ -203,4 +205,129 @@ func fmtNames(s []string) string {
 		out += n
 	}
 	return out + "]"
+}
+
+// TestSelectedWatchSwitchesInPlace: when the claims change under a watch
+// that knows its resourceVersion, the watch does not end (which would make
+// the informer list everything after its backoff): it lists the acquired
+// range's objects at exactly that resourceVersion and passes them on as
+// added, passes on the released range's objects as deleted (the informer's
+// copy when it has one), then a bookmark at that resourceVersion, and
+// watches on from it with the new claims.
+func TestSelectedWatchSwitchesInPlace(t *testing.T) {
+	m := testMember(t, 4)
+	setClaims(m, 0, 1)
+	var lists []metav1.ListOptions
+	var watches []metav1.ListOptions
+	fakes := []*watch.FakeWatcher{watch.NewFake(), watch.NewFake()}
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			lists = append(lists, o)
+			// As a server that ignores the label selector would: the
+			// watch filters again.
+			return &corev1.ConfigMapList{Items: []corev1.ConfigMap{*labelledCM("r2", 2), *labelledCM("r3", 3), *labelledCM("r1", 1)}}, nil
+		},
+		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			watches = append(watches, o)
+			return fakes[len(watches)-1], nil
+		},
+	}
+	sel := &cacheSelection{member: m, scheme: clientgoscheme.Scheme, owned: map[schema.GroupKind]bool{{Kind: "ConfigMap"}: true}}
+	s := m.selecting(lw, &corev1.ConfigMap{}, sel.rangeFuncFor(&corev1.ConfigMap{}), false)
+	stored := labelledCM("r0-stored", 0)
+	stored.Data = map[string]string{"k": "v"}
+	s.store = toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	if err := s.store.Add(stored); err != nil {
+		t.Fatal(err)
+	}
+
+	w, err := s.Watch(metav1.ListOptions{ResourceVersion: "10", AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	at := func(cm *corev1.ConfigMap, rv string) *corev1.ConfigMap { cm.ResourceVersion = rv; return cm }
+	go func() {
+		fakes[0].Add(at(labelledCM("r0-stored", 0), "11"))
+		fakes[0].Add(at(labelledCM("r0-new", 0), "12"))
+		fakes[0].Add(at(labelledCM("r1", 1), "13"))
+	}()
+	for range 3 {
+		next(t, w)
+	}
+
+	setClaims(m, 1, 2) // 0 released, 2 acquired
+	type got struct {
+		typ      watch.EventType
+		name, rv string
+		hasData  bool
+		rng      string
+	}
+	var events []got
+	for range 4 {
+		e := next(t, w)
+		cm, ok := e.Object.(*corev1.ConfigMap)
+		if !ok {
+			t.Fatalf("%s %T, want a ConfigMap", e.Type, e.Object)
+		}
+		events = append(events, got{e.Type, cm.Name, cm.ResourceVersion, cm.Data != nil, cm.Labels[RangeLabel]})
+	}
+	want := []got{
+		{watch.Added, "r2", "1", false, "2"},
+		{watch.Deleted, "r0-new", "13", false, "0"}, // not stored yet: namespace, name and range label
+		{watch.Deleted, "r0-stored", "13", true, "0"},
+		{watch.Bookmark, "", "13", false, ""},
+	}
+	if fmt.Sprint(events) != fmt.Sprint(want) {
+		t.Errorf("after the claims changed:\n got  %v\n want %v", events, want)
+	}
+	if len(lists) != 1 || lists[0].ResourceVersion != "13" || lists[0].ResourceVersionMatch != metav1.ResourceVersionMatchExact ||
+		lists[0].LabelSelector != RangeLabel+" in (2)" {
+		t.Errorf("lists %+v, want one of range 2 at exactly resourceVersion 13", lists)
+	}
+	if len(watches) != 2 || watches[1].ResourceVersion != "13" || !watches[1].AllowWatchBookmarks {
+		t.Fatalf("watches %+v, want a second from resourceVersion 13", watches)
+	}
+	if !fakes[0].IsStopped() {
+		t.Error("the first watch was not stopped")
+	}
+	go func() {
+		fakes[1].Add(at(labelledCM("r0-late", 0), "14"))
+		fakes[1].Add(at(labelledCM("r2-late", 2), "15"))
+	}()
+	if e := next(t, w); e.Type != watch.Added || e.Object.(*corev1.ConfigMap).Name != "r2-late" {
+		t.Errorf("after the switch: %s %v, want r2-late added (range 0 released)", e.Type, e.Object)
+	}
+	if got := s.forget([]bool{true, true, true, true}); fmt.Sprint(got) != "[{ns/r1 1} {ns/r2 2} {ns/r2-late 2}]" {
+		t.Errorf("known objects %v", got)
+	}
+}
+
+// TestSelectedWatchExpiresWhenItCannotSwitch: a watch whose resourceVersion
+// the API server refuses for the acquired range's list ends as expired, so
+// the informer lists again, as it does for one still in its initial events.
+func TestSelectedWatchExpiresWhenItCannotSwitch(t *testing.T) {
+	m := testMember(t, 2)
+	setClaims(m, 0)
+	fw := watch.NewFake()
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return nil, apierrors.NewResourceExpired("too old resource version: 10")
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+	}
+	sel := &cacheSelection{member: m, scheme: clientgoscheme.Scheme, reconciled: schema.GroupKind{Kind: "ConfigMap"}}
+	s := m.selecting(lw, &corev1.ConfigMap{}, sel.rangeFuncFor(&corev1.ConfigMap{}), true)
+	w, err := s.Watch(metav1.ListOptions{ResourceVersion: "10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setClaims(m, 0, 1)
+	e := next(t, w)
+	if status, ok := e.Object.(*metav1.Status); e.Type != watch.Error || !ok || !apierrors.IsResourceExpired(apierrors.FromObject(status)) {
+		t.Fatalf("%s %v, want an Expired error", e.Type, e.Object)
+	}
+	if _, ok := <-w.ResultChan(); ok {
+		t.Error("the watch goes on after Expired")
+	}
 }
