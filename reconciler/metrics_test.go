@@ -136,9 +136,10 @@ func TestCleanupOverdueGauge(t *testing.T) {
 	}
 }
 
-// hasSeries reports whether controller-runtime's registry has a series of
-// name with at least the given labels.
-func hasSeries(t *testing.T, name string, labels map[string]string) bool {
+// findSeries finds the series of name in controller-runtime's registry
+// that has at least the given labels: its value as a counter, and whether
+// it exists.
+func findSeries(t *testing.T, name string, labels map[string]string) (counter float64, ok bool) {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
 	require.NoError(t, err)
@@ -157,10 +158,10 @@ func hasSeries(t *testing.T, name string, labels map[string]string) bool {
 					continue metric
 				}
 			}
-			return true
+			return m.GetCounter().GetValue(), true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // TestCountersExistAtZero: once set up under a manager, a controller's
@@ -179,11 +180,12 @@ func TestCountersExistAtZero(t *testing.T) {
 	})
 	require.NoError(t, err)
 	r.Builder(mgr)
-	assert.True(t, hasSeries(t, "reconcilekit_noop_passes_total", map[string]string{"controller": name}), "no-op passes")
+	_, ok := findSeries(t, "reconcilekit_noop_passes_total", map[string]string{"controller": name})
+	assert.True(t, ok, "no-op passes")
 	for _, step := range []string{"a", "b", "c"} {
 		for _, typ := range []string{"transient", "terminal", "panic"} {
-			assert.True(t, hasSeries(t, "reconcilekit_step_errors_total", map[string]string{"controller": name, "step": step, "type": typ}),
-				"step %s, %s errors", step, typ)
+			_, ok := findSeries(t, "reconcilekit_step_errors_total", map[string]string{"controller": name, "step": step, "type": typ})
+			assert.True(t, ok, "step %s, %s errors", step, typ)
 		}
 	}
 }
