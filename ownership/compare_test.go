@@ -625,3 +625,30 @@ func TestDriftZeroValuesACustomResourceReadTypedOmits(t *testing.T) {
 	assert.True(t, drifted)
 	assert.Equal(t, "spec.ports[port=80].name", path)
 }
+
+// toMap converts only the top-level fields the configuration sets: the
+// rest (a Deployment's status) is never compared, and converting it was
+// a good part of every pass's cost. What it converts is what the full
+// conversion gives.
+func TestToMapConvertsWhatConfigSets(t *testing.T) {
+	config := applied(t, testDeployment())
+	live := liveOf(t, config)
+	live.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}
+	full := toLiveMap(t, live)
+
+	got, err := toMap(live, config)
+	require.NoError(t, err)
+	for k := range config {
+		if k != "apiVersion" && k != "kind" {
+			assert.Equal(t, full[k], got[k], k)
+		}
+	}
+	assert.Empty(t, got["status"], "status is not converted")
+	assert.Len(t, live.Status.Conditions, 1, "live is not changed")
+
+	// A configuration that sets status gets it.
+	config["status"] = map[string]any{"replicas": int64(2)}
+	got, err = toMap(live, config)
+	require.NoError(t, err)
+	assert.Equal(t, full["status"], got["status"])
+}

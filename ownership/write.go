@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,7 +116,7 @@ func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Objec
 	case c == nil && !d.adopt && !wroteBy(live, a.FieldManager):
 		return "", &AdoptionRefusedError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, FieldManager: a.FieldManager}
 	}
-	liveMap, err := toMap(live)
+	liveMap, err := toMap(live, d.config)
 	if err != nil {
 		return "", fmt.Errorf("apply %s: %w", d.desc, err)
 	}
@@ -132,15 +135,62 @@ func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Objec
 	return Updated, nil
 }
 
-func toMap(obj runtime.Object) (map[string]any, error) {
-	if u, ok := obj.(runtime.Unstructured); ok {
+// toMap returns live as unstructured content for the comparison with
+// config. Of a typed object, only the top-level fields config sets are
+// converted: a Deployment's status, never compared, is zeroed in a shallow
+// copy first (the conversion walks every field of every struct by
+// reflection, and is most of what a pass that changes nothing costs).
+func toMap(live runtime.Object, config map[string]any) (map[string]any, error) {
+	if u, ok := live.(runtime.Unstructured); ok {
 		return u.UnstructuredContent(), nil
+	}
+	obj := any(live)
+	if v := reflect.ValueOf(live); v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct {
+		cp := reflect.New(v.Elem().Type()).Elem()
+		cp.Set(v.Elem())
+		for _, f := range topLevelFields(cp.Type()) {
+			if _, want := config[f.name]; !want {
+				cp.Field(f.index).SetZero()
+			}
+		}
+		obj = cp.Addr().Interface()
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, fmt.Errorf("converting live object to unstructured: %w", err)
 	}
 	return m, nil
+}
+
+// jsonField is a top-level field of a Go type by its JSON name.
+type jsonField struct {
+	name  string
+	index int
+}
+
+// fieldsByType caches topLevelFields per type.
+var fieldsByType sync.Map // reflect.Type → []jsonField
+
+// topLevelFields returns t's named JSON fields; inlined ones (TypeMeta)
+// and "-" are left out, so they are never zeroed.
+func topLevelFields(t reflect.Type) []jsonField {
+	if f, ok := fieldsByType.Load(t); ok {
+		return f.([]jsonField)
+	}
+	var fields []jsonField
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		switch {
+		case !sf.IsExported(), name == "-", name == "" && sf.Anonymous:
+			continue
+		case name == "":
+			name = sf.Name
+		}
+		fields = append(fields, jsonField{name: name, index: i})
+	}
+	fieldsByType.Store(t, fields)
+	return fields
 }
 
 // createOnly is the resourceVersion of an apply that may only create:

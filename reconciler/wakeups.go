@@ -237,7 +237,7 @@ func (w *wakeups) forgetObject(owner types.NamespacedName, gk schema.GroupKind, 
 
 func (w *wakeups) setWrites(owner types.NamespacedName, list []*ownWrite) {
 	if len(list) == 0 {
-		delete(w.writes, owner)
+		forgetKey(&w.writes, owner)
 		return
 	}
 	w.writes[owner] = list
@@ -272,7 +272,7 @@ func (w *wakeups) waitingOn(owner types.NamespacedName, gk schema.GroupKind, key
 func (w *wakeups) beginPass(owner types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.waits, owner)
+	forgetKey(&w.waits, owner)
 	w.stopRefreshLocked(owner)
 }
 
@@ -290,7 +290,7 @@ func (w *wakeups) refreshAfter(owner types.NamespacedName, d time.Duration) {
 		w.mu.Lock()
 		current := w.refresh[owner] == t
 		if current {
-			delete(w.refresh, owner)
+			forgetKey(&w.refresh, owner)
 		}
 		w.mu.Unlock()
 		if current {
@@ -303,7 +303,7 @@ func (w *wakeups) refreshAfter(owner types.NamespacedName, d time.Duration) {
 func (w *wakeups) stopRefreshLocked(owner types.NamespacedName) {
 	if t, ok := w.refresh[owner]; ok {
 		t.Stop()
-		delete(w.refresh, owner)
+		forgetKey(&w.refresh, owner)
 	}
 }
 
@@ -311,9 +311,19 @@ func (w *wakeups) stopRefreshLocked(owner types.NamespacedName) {
 func (w *wakeups) forget(owner types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.waits, owner)
-	delete(w.writes, owner)
+	forgetKey(&w.waits, owner)
+	forgetKey(&w.writes, owner)
 	w.stopRefreshLocked(owner)
+}
+
+// forgetKey deletes owner from *m, and replaces *m with a new map once it
+// is empty: a Go map never gives back the room of its largest size, and a
+// fleet-wide rollout grows these maps to an entry per owner.
+func forgetKey[V any](m *map[types.NamespacedName]V, owner types.NamespacedName) {
+	delete(*m, owner)
+	if len(*m) == 0 {
+		*m = map[types.NamespacedName]V{}
+	}
 }
 
 // wakeupFilter is the predicate of one watch Builder sets up: T's own
