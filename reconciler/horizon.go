@@ -73,7 +73,7 @@ func (h *horizon) record(key types.NamespacedName, cachedRV string, last client.
 		h.lastSweep = now
 		for k, e := range h.seen {
 			if now.Sub(e.at) > horizonTTL {
-				delete(h.seen, k)
+				forgetKey(&h.seen, k)
 			}
 		}
 	}
@@ -82,14 +82,14 @@ func (h *horizon) record(key types.NamespacedName, cachedRV string, last client.
 		h.seen[key] = seenCopy{resourceVersion: last.GetResourceVersion(), finalized: finalized, at: now}
 		return
 	}
-	delete(h.seen, key)
+	forgetKey(&h.seen, key)
 }
 
 // forget drops key: the cache says the object is gone.
 func (h *horizon) forget(key types.NamespacedName) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.seen, key)
+	forgetKey(&h.seen, key)
 }
 
 // caughtUp drops key's entry once the cache holds resourceVersion rv, at
@@ -104,6 +104,6 @@ func (h *horizon) caughtUp(key types.NamespacedName, rv string) {
 		return
 	}
 	if cmp, err := resourceversion.CompareResourceVersion(rv, seen.resourceVersion); err == nil && cmp >= 0 {
-		delete(h.seen, key)
+		forgetKey(&h.seen, key)
 	}
 }

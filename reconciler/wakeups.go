@@ -318,7 +318,8 @@ func (w *wakeups) forget(owner types.NamespacedName) {
 
 // forgetKey deletes owner from *m, and replaces *m with a new map once it
 // is empty: a Go map never gives back the room of its largest size, and a
-// fleet-wide rollout grows these maps to an entry per owner.
+// fleet-wide rollout grows the wake-up filter's maps and the horizon to an
+// entry per owner.
 func forgetKey[V any](m *map[types.NamespacedName]V, owner types.NamespacedName) {
 	delete(*m, owner)
 	if len(*m) == 0 {

@@ -418,7 +418,8 @@ func TestOwnWriteThatChangedTheSpecWakesTheObject(t *testing.T) {
 	})
 }
 
-// A fleet-wide rollout records a write and a wait for every owner; once
+// A fleet-wide rollout records a write and a wait for every owner (and a
+// pass ahead of the cache: the horizon); once
 // the fleet has converged the filter holds nothing, and must not keep the
 // maps that held the fleet: a Go map never gives back the buckets of its
 // largest size (5.4 MiB for 20,000 owners before forgetKey; 280 bytes an
@@ -450,4 +451,18 @@ func TestWakeupsGiveBackTheirRoomWhenEmpty(t *testing.T) {
 	for i, name := range []string{"writes", "waits", "refresh"} {
 		assert.NotEqual(t, full[i], now[i], "the %s map that held %d owners is kept", name, owners)
 	}
+
+	// The horizon's too: passes ahead of the cache, then caught up.
+	h := newHorizon()
+	ahead := &metav1.PartialObjectMetadata{}
+	ahead.ResourceVersion = "2"
+	for _, k := range keys {
+		h.record(k, "1", ahead, nil)
+	}
+	held := reflect.ValueOf(h.seen).UnsafePointer()
+	for _, k := range keys {
+		h.caughtUp(k, "2")
+	}
+	assert.Empty(t, h.seen)
+	assert.NotEqual(t, held, reflect.ValueOf(h.seen).UnsafePointer(), "the horizon's map that held %d owners is kept", owners)
 }
