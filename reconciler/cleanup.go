@@ -72,7 +72,7 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], p *pass[T]) (ct
 		// Also after a forced removal: another finalizer may keep the
 		// object, and Ready must say its cleanup failed (a gone object
 		// is not an error).
-		if _, werr := p.writeStatus(ctx, s.Client, r.opts.APIReader); werr != nil {
+		if _, werr := p.writeStatus(ctx, s.Client, r.opts.APIReader, statusWrites.WithLabelValues(r.opts.Name)); werr != nil {
 			return ctrl.Result{}, errors.Join(retryable(err), werr)
 		}
 		return res, err

@@ -23,7 +23,7 @@ func (r *Reconciler[T]) finish(ctx context.Context, c client.Client, p *pass[T],
 	if err := p.writeOwnMetadata(ctx, c, r.opts.APIReader); err != nil {
 		return err
 	}
-	replaced, err := p.writeStatus(ctx, c, r.opts.APIReader)
+	replaced, err := p.writeStatus(ctx, c, r.opts.APIReader, statusWrites.WithLabelValues(r.opts.Name))
 	if err != nil {
 		return err
 	}

@@ -50,10 +50,22 @@ var (
 		Help: "Watch events dropped because the pass they would start can find nothing to do, by controller and cause " +
 			"(own-write: the event of a write the kit made; rollout-progress: an owned object's rollout the owner waits on is still in progress, held back for at most one pass per RolloutProgressInterval).",
 	}, []string{"controller", "cause"})
+	// What the passes wrote, and what the comparison spared: an apply that
+	// found the live object matching sends nothing.
+	applies = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconcilekit_applies_total",
+		Help: "Owned objects applied with Scope.Apply, by controller, kind and result " +
+			"(created, updated, unchanged: the live object already matched and nothing was sent).",
+	}, []string{"controller", "kind", "result"})
+	statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reconcilekit_status_writes_total",
+		Help: "Status writes of the reconciled objects, by controller: a pass writes status only when it changed.",
+	}, []string{"controller"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(stepDuration, stepErrors, mutatingRequests, stalledObjects, cleanupOverdueObjects, noopPasses, skippedWakeups)
+	metrics.Registry.MustRegister(stepDuration, stepErrors, mutatingRequests, stalledObjects, cleanupOverdueObjects, noopPasses, skippedWakeups,
+		applies, statusWrites)
 }
 
 // objectSet counts the objects in one state for a gauge: membership is by

@@ -9,7 +9,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -177,15 +181,75 @@ func TestCountersExistAtZero(t *testing.T) {
 	r, err := reconciler.New(mgr, reconciler.Options[*testv1.Widget]{Name: name,
 		Steps:     []widgetStep{{Name: "a", Run: noop}, {Name: "b", Run: noop}},
 		Finalizer: "test.reconcilekit.io/zero", Cleanup: []widgetStep{{Name: "c", Run: noop}},
+		Owns: []client.Object{&corev1.ConfigMap{}},
 	})
 	require.NoError(t, err)
 	r.Builder(mgr)
 	_, ok := findSeries(t, "reconcilekit_noop_passes_total", map[string]string{"controller": name})
 	assert.True(t, ok, "no-op passes")
+	_, ok = findSeries(t, "reconcilekit_status_writes_total", map[string]string{"controller": name})
+	assert.True(t, ok, "status writes")
+	for _, result := range []string{"created", "updated", "unchanged"} {
+		_, ok := findSeries(t, "reconcilekit_applies_total", map[string]string{"controller": name, "kind": "ConfigMap", "result": result})
+		assert.True(t, ok, "%s applies", result)
+	}
 	for _, step := range []string{"a", "b", "c"} {
 		for _, typ := range []string{"transient", "terminal", "panic"} {
 			_, ok := findSeries(t, "reconcilekit_step_errors_total", map[string]string{"controller": name, "step": step, "type": typ})
 			assert.True(t, ok, "step %s, %s errors", step, typ)
 		}
 	}
+}
+
+// reconcilekit_applies_total counts every Scope.Apply by its result, and
+// reconcilekit_status_writes_total every status write: a Widget's first
+// pass creates its ConfigMap and writes its conditions; the passes after
+// it find the ConfigMap unchanged and write no status, until the ConfigMap
+// is edited by hand and the next pass repairs it.
+func TestAppliesAndStatusWritesAreCounted(t *testing.T) {
+	testenv.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	var passes atomic.Int32
+	name := startWidgetController(t, ns, reconciler.Options[*testv1.Widget]{
+		Owns: []client.Object{&corev1.ConfigMap{}},
+		Steps: []widgetStep{{Name: "config", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+			defer passes.Add(1)
+			cm := corev1ac.ConfigMap(s.Object.Name+"-config", s.Object.Namespace).WithData(map[string]string{"k": "v"})
+			if _, err := s.Apply(ctx, cm); err != nil {
+				return reconciler.Retry(err)
+			}
+			return reconciler.Continue()
+		}}},
+	})
+	applied := func(result string) float64 {
+		return counter(t, "reconcilekit_applies_total", name, "kind", "ConfigMap", "result", result)
+	}
+	statusWrites := func() float64 { return counter(t, "reconcilekit_status_writes_total", name) }
+	require.NoError(t, env.Client.Create(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}}))
+	// The ConfigMap's create event starts a second pass, which finds it
+	// unchanged.
+	require.Eventually(t, func() bool { return applied("created") == 1 && applied("unchanged") >= 1 },
+		30*time.Second, 10*time.Millisecond, "the first pass did not create the ConfigMap, or no pass followed")
+	writes, unchanged, before := statusWrites(), applied("unchanged"), passes.Load()
+	assert.GreaterOrEqual(t, writes, 1.0, "the first pass wrote the Widget's conditions")
+
+	// A pass over the converged Widget: an annotation changes nothing a
+	// step reads.
+	w := &testv1.Widget{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "w"}, w))
+	w.Annotations = map[string]string{"touched": "1"}
+	require.NoError(t, env.Client.Update(ctx, w))
+	require.Eventually(t, func() bool { return passes.Load() > before && applied("unchanged") > unchanged },
+		30*time.Second, 10*time.Millisecond, "no pass after the annotation")
+	assert.Equal(t, unchanged+float64(passes.Load()-before), applied("unchanged"), "one unchanged apply per pass")
+	assert.Equal(t, writes, statusWrites(), "a converged pass writes no status")
+
+	// The ConfigMap edited by hand: the next pass applies it again.
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "w-config"}, cm))
+	cm.Data["k"] = "edited"
+	require.NoError(t, env.Client.Update(ctx, cm))
+	require.Eventually(t, func() bool { return applied("updated") == 1 }, 30*time.Second, 10*time.Millisecond, "the drift was not repaired")
+	assert.Equal(t, 1.0, applied("created"))
 }

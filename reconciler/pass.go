@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -129,7 +130,7 @@ func (p *pass[T]) rebase(before statusSnapshot, answer T) {
 // It returns the copy whose status the write replaced (orig, or the last
 // re-read): what the server said before this pass's write, which is what
 // transition events must be decided against.
-func (p *pass[T]) writeStatus(ctx context.Context, c client.Client, reader client.Reader) (T, error) {
+func (p *pass[T]) writeStatus(ctx context.Context, c client.Client, reader client.Reader, written prometheus.Counter) (T, error) {
 	want := p.obj.DeepCopyObject().(T)
 	base := p.orig
 	key := client.ObjectKeyFromObject(p.obj)
@@ -138,6 +139,9 @@ func (p *pass[T]) writeStatus(ctx context.Context, c client.Client, reader clien
 			return base, nil
 		}
 		err := c.Status().Patch(ctx, p.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if err == nil {
+			written.Inc()
+		}
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return base, nil

@@ -313,6 +313,7 @@ func (r *Reconciler[T]) scope(obj T, counted *passClient) *Scope[T] {
 		Recorder:   r.opts.Recorder,
 		applier:    &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
 		owned:      r.owned,
+		controller: r.opts.Name,
 		rangeLabel: r.rangeLabel(obj),
 	}
 }

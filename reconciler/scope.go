@@ -37,6 +37,8 @@ type Scope[T Object] struct {
 
 	applier *ownership.Applier
 	owned   ownedKinds
+	// controller is Options.Name, for reconcilekit_applies_total.
+	controller string
 	// rangeLabel is the owner's shard range that Apply writes on what it
 	// applies (sharding.RangeLabel), "" without Options.Shard.
 	rangeLabel string
@@ -65,7 +67,11 @@ func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration
 	if s.rangeLabel != "" {
 		opts = append(slices.Clip(opts), ownership.OwnerLabel(sharding.RangeLabel, s.rangeLabel))
 	}
-	return s.applier.Apply(ctx, s.Object, desired, opts...)
+	res, err := s.applier.Apply(ctx, s.Object, desired, opts...)
+	if err == nil {
+		applies.WithLabelValues(s.controller, gvk.Kind, strings.ToLower(string(res))).Inc()
+	}
+	return res, err
 }
 
 // Prune deletes the objects of list's type controlled by s.Object whose

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/reconcilekit/reconcilekit/ownership"
 )
 
 // SetupWithManager registers r with mgr as the controller Options.Name,
@@ -106,6 +109,12 @@ func (r *Reconciler[T]) wakeupFilter(obj client.Object, owned bool) []predicate.
 // sees the first one) before anything has counted.
 func (r *Reconciler[T]) exportZeroCounters() {
 	noopPasses.WithLabelValues(r.opts.Name)
+	statusWrites.WithLabelValues(r.opts.Name)
+	for _, gk := range r.owned {
+		for _, res := range []ownership.ApplyResult{ownership.Created, ownership.Updated, ownership.Unchanged} {
+			applies.WithLabelValues(r.opts.Name, gk.Kind, strings.ToLower(string(res)))
+		}
+	}
 	for _, steps := range [][]Step[T]{r.opts.Steps, r.opts.Cleanup} {
 		for _, s := range steps {
 			for _, typ := range []string{"transient", "terminal", "panic"} {
