@@ -31,6 +31,7 @@ type MicroBenchmark struct {
 var MicroBenchmarks = []MicroBenchmark{
 	{"./conditions", "BenchmarkSetNoChange"},
 	{"./ownership", "BenchmarkUnchanged"},
+	{"./ownership", "BenchmarkApplyUnchanged"},
 	{"./reconciler", "BenchmarkStatusChangedNoChange"},
 	{"./bench", "BenchmarkMetaSetStatusConditionNoChange"},
 }
