@@ -214,8 +214,8 @@ uninstall: tools ## Remove the WebApp CRD from the current cluster.
 	$(KUBECTL) delete --ignore-not-found -k $(WEBAPP)/config/crd
 
 .PHONY: deploy
-deploy: tools ## Deploy the WebApp operator (config/default) to the current cluster.
-	$(KUBECTL) apply --server-side -k $(WEBAPP)/config/default
+deploy: tools ## Deploy the WebApp operator (config/default) to the current cluster; returns once it is rolled out and its webhooks admit WebApps.
+	@bash hack/deploy.sh $(KUBECTL)
 
 .PHONY: undeploy
 undeploy: tools ## Remove the WebApp operator from the current cluster.
@@ -266,6 +266,17 @@ kind-deploy: kind-load ## kind-load, then `make deploy` to the kind cluster.
 test-kind: tools ## E2E suite on kind (hack/kind.sh; the operator deployed from its offline-built image).
 	cd $(E2E_MODULE) && E2E_PROVIDER=kind E2E_CLUSTER_NAME=$${E2E_CLUSTER_NAME:-reconcilekit-kind-e2e} \
 		E2E_OPERATOR_IMAGE=$(IMG) go test -tags e2e -count=1 -timeout 45m -v $(GO_TEST_FLAGS) ./...
+
+# The README's laptop path (KIND_BINARY: Docker and kind, images from the
+# repo's Dockerfiles), run here against the private engine and our node image
+# (hack/kind-docker.sh says what differs on a laptop).
+.PHONY: test-kind-docker
+test-kind-docker: tools ## The README's Docker-and-kind command, on the private engine (docker build of the repo's Dockerfiles, kind load, the e2e suite).
+	bash hack/kind-docker.sh
+
+.PHONY: test-readme-kind
+test-readme-kind: tools ## The README's kind commands as a reader types them (hack/readme-kind.sh): kind-up, deploy, samples Ready, kind-down.
+	bash hack/readme-kind.sh
 
 ##@ Observability
 

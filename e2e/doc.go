@@ -33,7 +33,9 @@
 //     private dockerd of hack/engine.sh, with the operator and web images of
 //     hack/image.sh loaded. With KIND_BINARY (a laptop with Docker and
 //     registry access) e2e-framework's kind support creates it from kind's
-//     public node image; kind is never installed on the fly.
+//     public node image (KIND_NODE_IMAGE and KIND_CONFIG choose another
+//     image and a cluster configuration); kind is never installed on the
+//     fly.
 //   - existing: the cluster E2E_KUBECONFIG points at; it is not deleted.
 //
 // The kwok and kind clusters are named E2E_CLUSTER_NAME (default
@@ -91,13 +93,21 @@
 //
 //	cd e2e && KIND_BINARY=$(command -v kind) E2E_PROVIDER=kind go test -tags e2e ./... -v -timeout 30m
 //
-// The operator stage then does what a developer would:
+// The suite then does what a developer would: the web image its WebApps and
+// Jobs run, under every name they use,
+//
+//	docker build -t reconcilekit/web:dev -t registry.example.com/web:v1.0.0 ... hack/kindtools/web
+//	kind load docker-image reconcilekit/web:dev --name reconcilekit-e2e         # and each other name
+//
+// and the operator stage
 //
 //	make docker-build                                   # reconcilekit/webapp-operator:dev
 //	kind load docker-image reconcilekit/webapp-operator:dev --name reconcilekit-e2e
 //	make deploy                                         # kubectl apply --server-side -k examples/webapp/config/default
 //
-// and waits for the rollout and for the webhooks to admit. Set
+// and waits for the rollout and for the webhooks to admit. DOCKER_BUILD_FLAGS
+// adds flags to both builds (`make test-kind-docker` runs this path on the
+// private engine, with "--network host": it has no default bridge). Set
 // E2E_OPERATOR_IMAGE to an image that already exists to skip the build; it
 // is loaded and deployed instead, through a kustomization under
 // .cluster/e2e-deploy that only replaces the image. The apiserver reaches

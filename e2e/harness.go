@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 	"sigs.k8s.io/e2e-framework/support"
-	"sigs.k8s.io/e2e-framework/support/kind"
 )
 
 // Provider names where the suite's cluster comes from (env E2E_PROVIDER).
@@ -70,8 +69,20 @@ type Options struct {
 	// required by, and only used by, [ProviderExisting].
 	Kubeconfig string
 	// KindBinary is the kind executable (KIND_BINARY). When empty, the kind
-	// provider runs hack/kind.sh (offline node image, private engine).
+	// provider runs hack/kind.sh (offline node image, private engine);
+	// when set, Docker and kind from the host's PATH and DOCKER_HOST do
+	// (dockerKind).
 	KindBinary string
+	// KindNodeImage is the node image KIND_BINARY creates the cluster
+	// with (KIND_NODE_IMAGE; default: kind's own).
+	KindNodeImage string
+	// KindConfig is a kind cluster configuration file KIND_BINARY creates
+	// the cluster with (KIND_CONFIG).
+	KindConfig string
+	// DockerBuildFlags are extra flags of the suite's `docker build`s
+	// (DOCKER_BUILD_FLAGS, split on spaces), such as "--network host" on a
+	// daemon without a default bridge.
+	DockerBuildFlags string
 	// ArtifactsDir receives logs and dumps after a failure (E2E_ARTIFACTS,
 	// default <repo>/.artifacts/e2e/<UTC time>).
 	ArtifactsDir string
@@ -103,6 +114,10 @@ func OptionsFromEnv() (Options, error) {
 		Kubeconfig:   os.Getenv("E2E_KUBECONFIG"),
 		KindBinary:   os.Getenv("KIND_BINARY"),
 		ArtifactsDir: os.Getenv("E2E_ARTIFACTS"),
+
+		KindNodeImage:    os.Getenv("KIND_NODE_IMAGE"),
+		KindConfig:       os.Getenv("KIND_CONFIG"),
+		DockerBuildFlags: os.Getenv("DOCKER_BUILD_FLAGS"),
 	}
 	if v := os.Getenv("E2E_KEEP_ARTIFACTS"); v != "" {
 		keep, err := strconv.ParseBool(v)
@@ -196,7 +211,7 @@ func NewHarness(opts Options) (*Harness, error) {
 		if err != nil {
 			return nil, fmt.Errorf("E2E_PROVIDER=kind: kind binary %q (KIND_BINARY or PATH): %w", path, err)
 		}
-		h.cluster = kind.NewProvider().WithPath(resolved).WithName(opts.ClusterName).SetDefaults()
+		h.cluster = newDockerKind(resolved, opts)
 	}
 	return h, nil
 }

@@ -189,10 +189,8 @@ func (o *webappOperator) setupDeployment(ctx context.Context, cfg *envconf.Confi
 	if o.image == "" {
 		// make docker-build
 		o.image = deployedImage
-		build := exec.CommandContext(ctx, "docker", "build", "-t", o.image, "-f", "examples/webapp/Dockerfile", ".")
-		build.Dir = o.h.opts.RepoRoot
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("docker build %s: %w\n%s", o.image, err, out)
+		if err := dockerBuild(ctx, o.h.opts, o.h.opts.RepoRoot, "examples/webapp/Dockerfile", o.image); err != nil {
+			return err
 		}
 	}
 	if loader, ok := o.h.cluster.(support.E2EClusterProviderWithImageLoader); ok {

@@ -18,6 +18,13 @@
 # Usage:
 #   hack/image.sh build   build both images into the engine
 #   hack/image.sh load    build, then `kind load` them into the cluster
+#   hack/image.sh stand-ins  tag stand-ins for the base images the repo's
+#                        Dockerfiles start from (golang:1.26: a debootstrapped
+#                        Debian with this host's Go; gcr.io/distroless/static:
+#                        nonroot: FROM scratch with its nonroot user), which
+#                        no registry serves here, so that `docker build` of
+#                        those Dockerfiles runs on the engine as on a laptop
+#                        (make test-kind-docker)
 #
 # Environment: IMG, WEB_IMG, WEB_ALIASES, KIND_CLUSTER_NAME (as hack/kind.sh),
 # CLUSTER_DIR.
@@ -73,6 +80,55 @@ cmd_build() {
 	say "images built in $((SECONDS - start))s"
 }
 
+cmd_stand_ins() {
+	bash "$repo/hack/engine.sh" up >/dev/null
+	local ctx root tarball cache_root mirror debs goroot gover
+	ctx=$(mktemp -d)
+	if ! docker image inspect gcr.io/distroless/static:nonroot >/dev/null 2>&1; then
+		say "stand-in gcr.io/distroless/static:nonroot"
+		printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$ctx/passwd"
+		printf 'root:x:0:\nnonroot:x:65532:\n' >"$ctx/group"
+		printf 'FROM scratch\nCOPY passwd /etc/passwd\nCOPY group /etc/group\nUSER 65532:65532\n' >"$ctx/Dockerfile"
+		DOCKER_BUILDKIT=0 docker build -q -t gcr.io/distroless/static:nonroot "$ctx" >/dev/null
+	fi
+	rm -rf "$ctx"
+	goroot=$(go env GOROOT)
+	gover=$(go env GOVERSION)
+	if ! docker image inspect "reconcilekit/golang-stand-in:$gover" >/dev/null 2>&1; then
+		cache_root=${RECONCILEKIT_CACHE:-$HOME/.cache/reconcilekit}
+		mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+		debs=$cache_root/debootstrap-bookworm-debs
+		tarball=$cache_root/golang-stand-in-$gover.tar
+		if [[ ! -f "$tarball" ]]; then
+			say "stand-in golang:1.26: debootstrap bookworm and $gover"
+			command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
+			root=$(mktemp -d "$cache_root/golang-root.XXXXXX")
+			mkdir -p "$debs"
+			debootstrap --cache-dir="$debs" --variant=minbase --include=ca-certificates,git bookworm "$root" "$mirror" >"$root.log" 2>&1 ||
+				{ say "debootstrap failed; see $root.log"; exit 1; }
+			rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+			mkdir -p "$root/usr/local/go" "$root/go"
+			cp -a "$goroot/." "$root/usr/local/go/"
+			tar -C "$root" --numeric-owner -cf "$tarball.tmp" .
+			mv "$tarball.tmp" "$tarball"
+			rm -rf "$root" "$root.log"
+		fi
+		docker import \
+			--change 'ENV PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+			--change 'ENV GOPATH=/go' --change 'ENV GOTOOLCHAIN=local' --change 'WORKDIR /go' \
+			"$tarball" "reconcilekit/golang-stand-in:$gover" >/dev/null
+	fi
+	# The host's trust store on top: the module proxy is reached the way
+	# this host reaches it (here through a TLS proxy whose CA only the host
+	# trusts; a laptop's golang:1.26 has the public CAs it needs).
+	ctx=$(mktemp -d)
+	cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
+	printf 'FROM reconcilekit/golang-stand-in:%s\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n' "$gover" >"$ctx/Dockerfile"
+	DOCKER_BUILDKIT=0 docker build -q -t golang:1.26 "$ctx" >/dev/null
+	rm -rf "$ctx"
+	say "stand-ins tagged: golang:1.26 ($gover), gcr.io/distroless/static:nonroot"
+}
+
 cmd_load() {
 	cmd_build
 	local i
@@ -85,6 +141,7 @@ cmd_load() {
 case "${1:-}" in
 build) cmd_build ;;
 load) cmd_load ;;
+stand-ins) cmd_stand_ins ;;
 *)
 	sed -n '/^# Usage:/,/^# Environment:/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2

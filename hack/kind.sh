@@ -11,8 +11,9 @@
 #   - containerd, its runc shim and runc from hack/engine.sh's cache; crictl
 #     and the CNI plugins (ptp, host-local, loopback, portmap) built from the
 #     Go module proxy;
-#   - kubelet, kubeadm, kube-proxy from the hack/kindtools module, kubectl and
-#     the control plane from hack/tools;
+#   - kubelet, kubeadm, kube-proxy and CoreDNS (hack/kindtools/coredns: only
+#     the plugins the Corefile uses) from the hack/kindtools module, kubectl
+#     and the control plane from hack/tools;
 #   - every image `kubeadm config images list` names, built here and imported
 #     under that exact name into the node's containerd (content only, as kind
 #     does): kube-apiserver, kube-controller-manager, kube-scheduler, etcd,
@@ -37,6 +38,8 @@
 #   hack/kind.sh down    delete the cluster; stop the engine unless another
 #                        kind cluster still runs on it
 #   hack/kind.sh kubeconfig  print the kubeconfig path of the running cluster
+#   hack/kind.sh config  write the cluster configuration `up` creates with;
+#                        print its path
 #   hack/kind.sh logs DIR    export the node's logs into DIR/<cluster name>
 #   hack/kind.sh load IMAGE...  kind load docker-image from the engine
 #
@@ -55,7 +58,7 @@ K8S_VERSION=v1.37.2
 KIND_VERSION=v0.33.0
 CRICTL_VERSION=v1.37.0
 CNI_PLUGINS_VERSION=v1.9.1
-COREDNS_VERSION=v1.14.6
+# CoreDNS's version is hack/kindtools/go.mod's (github.com/coredns/coredns).
 DEBIAN_SUITE=bookworm
 # Bump when the node image's recipe below changes.
 NODE_REVISION=2
@@ -66,7 +69,7 @@ kubeconfig=$cluster_dir/$name.kind-kubeconfig
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache_root=${RECONCILEKIT_CACHE:-$HOME/.cache/reconcilekit}
 sum=$(sha256sum "$repo/hack/kindtools/go.sum" | cut -c1-12)
-kdir="$cache_root/kind-$KIND_VERSION-k8s-$K8S_VERSION-crictl-$CRICTL_VERSION-cni-$CNI_PLUGINS_VERSION-coredns-$COREDNS_VERSION-$sum"
+kdir="$cache_root/kind-$KIND_VERSION-k8s-$K8S_VERSION-crictl-$CRICTL_VERSION-cni-$CNI_PLUGINS_VERSION-$sum"
 bin=$kdir/bin
 # Debian packages debootstrap fetched, reused by the next build.
 debs=$cache_root/debootstrap-$DEBIAN_SUITE-debs
@@ -130,7 +133,7 @@ cmd_tools() {
 	for p in main/ptp main/loopback ipam/host-local meta/portmap; do
 		gobuild "cni-${p#*/}" "github.com/containernetworking/plugins/plugins/$p@$CNI_PLUGINS_VERSION"
 	done
-	gobuild coredns "github.com/coredns/coredns@$COREDNS_VERSION"
+	kbuild coredns ./coredns
 	echo "$bin"
 }
 
@@ -390,6 +393,34 @@ exists() { kind get clusters 2>/dev/null | grep -qx "$name"; }
 
 kubectl() { "${TOOLS_BIN:-$(bash "$repo/hack/tools.sh" --dir)}/kubectl" --kubeconfig "$kubeconfig" --cache-dir "$cluster_dir/kubectl-cache" "$@"; }
 
+# write_config: the cluster configuration (no kindnetd, the kubelet on
+# cgroupfs, the control plane's CPU requests patched); prints its path.
+write_config() {
+	local config=$cluster_dir/$name.kind.yaml
+	mkdir -p "$cluster_dir"
+	cat >"$config" <<-EOF
+		kind: Cluster
+		apiVersion: kind.x-k8s.io/v1alpha4
+		networking:
+		  apiServerAddress: 127.0.0.1
+		  disableDefaultCNI: true
+		  podSubnet: 10.244.0.0/16
+		  serviceSubnet: 10.96.0.0/16
+		nodes:
+		- role: control-plane
+		kubeadmConfigPatches:
+		- |
+		  kind: KubeletConfiguration
+		  cgroupDriver: cgroupfs
+		  failCgroupV1: false
+		- |
+		  kind: InitConfiguration
+		  patches:
+		    directory: /kind/patches
+	EOF
+	echo "$config"
+}
+
 cmd_up() {
 	local image start=$SECONDS
 	image=$(cmd_image | tail -n 1)
@@ -398,27 +429,8 @@ cmd_up() {
 		say "cluster $name exists"
 		kind export kubeconfig --name "$name" --kubeconfig "$kubeconfig" >&2
 	else
-		local config=$cluster_dir/$name.kind.yaml
-		cat >"$config" <<-EOF
-			kind: Cluster
-			apiVersion: kind.x-k8s.io/v1alpha4
-			networking:
-			  apiServerAddress: 127.0.0.1
-			  disableDefaultCNI: true
-			  podSubnet: 10.244.0.0/16
-			  serviceSubnet: 10.96.0.0/16
-			nodes:
-			- role: control-plane
-			kubeadmConfigPatches:
-			- |
-			  kind: KubeletConfiguration
-			  cgroupDriver: cgroupfs
-			  failCgroupV1: false
-			- |
-			  kind: InitConfiguration
-			  patches:
-			    directory: /kind/patches
-		EOF
+		local config
+		config=$(write_config)
 		say "creating cluster $name with $image"
 		kind create cluster --name "$name" --image "$image" --config "$config" \
 			--kubeconfig "$kubeconfig" --retain --wait 0s >&2 ||
@@ -488,6 +500,7 @@ image) cmd_image ;;
 up) cmd_up ;;
 down) cmd_down ;;
 kubeconfig) cmd_kubeconfig ;;
+config) write_config ;;
 logs) cmd_logs "${2:-}" ;;
 load)
 	shift
