@@ -44,24 +44,34 @@ type Applier struct {
 	// kinds use client-go's compiled-in schemas (see [SchemaCache]).
 	Schemas *SchemaCache
 
-	// uncached holds the objects the API server has and the cache did
-	// not (the create-only apply was refused): they are read from the API
-	// server until the cache holds them, so the refusal is paid once. A
-	// pointer, made on first use, so that an Applier stays copyable.
-	uncached *sync.Map // desiredObject.id() -> struct{}
+	// seen is what Apply learned from earlier calls. A pointer, made on
+	// first use, so that an Applier stays copyable.
+	seen *learned
 }
 
-// uncachedMu guards the first use of every Applier's uncached.
-var uncachedMu sync.Mutex
+// learned is what an Applier keeps between calls.
+type learned struct {
+	// uncached holds the objects the API server has and the cache did
+	// not (the create-only apply was refused): they are read from the API
+	// server until the cache holds them, so the refusal is paid once.
+	uncached sync.Map // desiredObject.id() -> struct{}
+	// namespaced caches whether a kind is namespaced (a scope never
+	// changes while a kind exists): asking the RESTMapper costs more than
+	// the rest of a converged Apply's preparation.
+	namespaced sync.Map // schema.GroupVersionKind -> bool
+}
 
-// uncachedSet returns a.uncached, made on first use.
-func (a *Applier) uncachedSet() *sync.Map {
-	uncachedMu.Lock()
-	defer uncachedMu.Unlock()
-	if a.uncached == nil {
-		a.uncached = &sync.Map{}
+// learnedMu guards the first use of every Applier's seen.
+var learnedMu sync.Mutex
+
+// learned returns a.seen, made on first use.
+func (a *Applier) learned() *learned {
+	learnedMu.Lock()
+	defer learnedMu.Unlock()
+	if a.seen == nil {
+		a.seen = &learned{}
 	}
-	return a.uncached
+	return a.seen
 }
 
 // ApplyResult says what Apply did.
@@ -78,7 +88,7 @@ const (
 	Unchanged ApplyResult = "Unchanged"
 )
 
-// ApplyOption adjusts one Apply call: [IgnoreFields], [NotOwned], [Adopt], [OwnerLabel].
+// ApplyOption adjusts one Apply call: [IgnoreFields], [NotOwned], [Adopt], [OwnerLabel], [Into].
 type ApplyOption func(*options)
 
 type options struct {
@@ -86,6 +96,7 @@ type options struct {
 	adopt    bool
 	notOwned bool
 	labels   map[string]string
+	into     client.Object
 }
 
 // Apply makes the live object match desired in every field desired sets,
@@ -122,9 +133,9 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	if err != nil {
 		return "", err
 	}
-	op, err := a.write(ctx, d, live)
+	op, after, err := a.write(ctx, d, live)
 	if live == nil && replaced(err) {
-		a.uncachedSet().Store(d.id(), struct{}{})
+		a.learned().uncached.Store(d.id(), struct{}{})
 	}
 	if replaced(err) {
 		// The object we judged was deleted, or replaced by another with
@@ -133,7 +144,12 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		if live, err = a.read(ctx, a.APIReader, d); err != nil {
 			return "", fmt.Errorf("apply %s: reading live object from the API server: %w", d.desc, err)
 		}
-		op, err = a.write(ctx, d, live)
+		op, after, err = a.write(ctx, d, live)
+	}
+	if err == nil && o.into != nil {
+		if err = fill(o.into, after); err != nil {
+			return "", fmt.Errorf("apply %s: filling %T: %w", d.desc, o.into, err)
+		}
 	}
 	return op, err
 }

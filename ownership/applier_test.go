@@ -1010,3 +1010,47 @@ func TestApplyFromAStaleCache(t *testing.T) {
 		assert.Equal(t, keptVersion, f.serverVersion(t, keep), "a untouched")
 	})
 }
+
+// Into leaves the object as Apply left it: the API server's answer to a
+// create and to an update, the object compared when nothing was written;
+// into a typed object or an unstructured one. The cache here never sees
+// the writes, so none of it can come from a later read.
+func TestApplyIntoLeavesTheObjectAsTheApplyLeftIt(t *testing.T) {
+	f := setup(t)
+	lagging := reconcilertest.NewClient(f.m.Client, reconcilertest.WithCacheLag(f.m.Cache, cachelag.Lag{Kind: "ConfigMap", Delay: time.Hour}))
+	a := &ownership.Applier{Client: lagging, APIReader: f.reader, Scheme: env.Scheme, FieldManager: manager, Schemas: f.a.Schemas}
+	key := client.ObjectKey{Namespace: f.ns, Name: "cfg"}
+	for _, step := range []struct {
+		color string
+		want  ownership.ApplyResult
+		into  client.Object
+	}{
+		{"red", ownership.Created, &corev1.ConfigMap{}},
+		{"blue", ownership.Updated, &corev1.ConfigMap{}},
+		{"blue", ownership.Unchanged, &corev1.ConfigMap{}},
+		{"green", ownership.Updated, &unstructured.Unstructured{}},
+		{"green", ownership.Unchanged, &unstructured.Unstructured{}},
+	} {
+		op, err := a.Apply(f.ctx, f.owner, configMap("cfg", map[string]string{"color": step.color}), ownership.Into(step.into))
+		require.NoError(t, err)
+		require.Equal(t, step.want, op, step.color)
+		server := &corev1.ConfigMap{}
+		require.NoError(t, env.Client.Get(f.ctx, key, server))
+		assert.Equal(t, server.ResourceVersion, step.into.GetResourceVersion(), "%s %s: the server's version", op, step.color)
+		assert.Equal(t, server.UID, step.into.GetUID(), "%s %s", op, step.color)
+		var color string
+		switch into := step.into.(type) {
+		case *corev1.ConfigMap:
+			color = into.Data["color"]
+		case *unstructured.Unstructured:
+			color, _, _ = unstructured.NestedString(into.Object, "data", "color")
+		}
+		assert.Equal(t, step.color, color, "%s: the object as the apply left it", op)
+	}
+
+	// A failed Apply leaves into alone.
+	into := &corev1.ConfigMap{}
+	_, err := a.Apply(f.ctx, f.owner, configMap("", nil), ownership.Into(into))
+	require.Error(t, err)
+	assert.Empty(t, into.UID)
+}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,34 +31,69 @@ func (c *cachedReader) Get(_ context.Context, _ client.ObjectKey, obj client.Obj
 
 func (c *cachedReader) RESTMapper() meta.RESTMapper { return c.mapper }
 
-// BenchmarkApplyUnchanged is the pass every owned object costs once it has
-// converged: build the desired configuration, read the live object from
-// the cache, compare, write nothing. It runs once per owned object on every
-// pass (a WebApp's Deployment on each of its rollout's status updates).
-func BenchmarkApplyUnchanged(b *testing.B) {
+// countingMapper counts the RESTMapper's answers.
+type countingMapper struct {
+	meta.RESTMapper
+	mappings int
+}
+
+func (m *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	m.mappings++
+	return m.RESTMapper.RESTMapping(gk, versions...)
+}
+
+// convergedApplier returns an Applier whose cache holds the Deployment of
+// testDeployment as applied for owner, with a rolled-out status.
+func convergedApplier(tb testing.TB) (*Applier, *countingMapper, client.Object) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := testv1.AddToScheme(scheme); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(deploymentGVK, meta.RESTScopeNamespace)
-	live := liveOf(b, applied(b, testDeployment()))
+	live := liveOf(tb, applied(tb, testDeployment()))
 	live.Status.Conditions = []appsv1.DeploymentCondition{
 		{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", Message: "Deployment has minimum availability."},
 		{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", Message: `ReplicaSet "web-5d4f8c" has successfully progressed.`},
 	}
 	live.Status.UpdatedReplicas, live.Status.ReadyReplicas, live.Status.AvailableReplicas = 2, 2, 2
-	c := &cachedReader{live: live, mapper: mapper}
+	counting := &countingMapper{RESTMapper: mapper}
+	c := &cachedReader{live: live, mapper: counting}
 	a := &Applier{Client: c, APIReader: c, Scheme: scheme, FieldManager: "bench"}
 	owner := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "owner", Namespace: "ns", UID: "o-1"}}
+	return a, counting, owner
+}
+
+// BenchmarkApplyUnchanged is the pass every owned object costs once it has
+// converged: build the desired configuration, read the live object from
+// the cache, compare, write nothing. It runs once per owned object on every
+// pass (a WebApp's Deployment on each of its rollout's status updates).
+func BenchmarkApplyUnchanged(b *testing.B) {
+	a, _, owner := convergedApplier(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		res, err := a.Apply(b.Context(), owner, testDeployment())
 		if err != nil || res != Unchanged {
 			b.Fatalf("Apply = %v, %v; want Unchanged", res, err)
 		}
+	}
+}
+
+// TestApplyAsksTheScopeOfAKindOnce: the RESTMapper of a manager's client
+// (a lazy, locked, discovery-backed mapper) costs more than the rest of a
+// converged Apply's preparation, and a kind's scope does not change.
+func TestApplyAsksTheScopeOfAKindOnce(t *testing.T) {
+	a, mapper, owner := convergedApplier(t)
+	for range 3 {
+		res, err := a.Apply(t.Context(), owner, testDeployment())
+		if err != nil || res != Unchanged {
+			t.Fatalf("Apply = %v, %v; want Unchanged", res, err)
+		}
+	}
+	if mapper.mappings != 1 {
+		t.Errorf("three Applies of one kind asked the RESTMapper %d times, want 1", mapper.mappings)
 	}
 }

@@ -314,9 +314,9 @@ func foldStringData(u map[string]any) error {
 // anywhere.
 func (a *Applier) setNamespace(owner client.Object, md map[string]any, gvk schema.GroupVersionKind, owned bool) error {
 	path := field.NewPath("metadata", "namespace")
-	namespaced, err := apiutil.IsGVKNamespaced(gvk, a.Client.RESTMapper())
+	namespaced, err := a.isNamespaced(gvk)
 	if err != nil {
-		return fmt.Errorf("finding the scope of %s: %w", gvk, err)
+		return err
 	}
 	ownerNS, ns := owner.GetNamespace(), stringAt(md, "namespace")
 	switch {
@@ -333,6 +333,21 @@ func (a *Applier) setNamespace(owner client.Object, md map[string]any, gvk schem
 		return field.Invalid(path, ns, fmt.Sprintf("must be the owner's namespace %q: owner references cannot cross namespaces", ownerNS))
 	}
 	return nil
+}
+
+// isNamespaced reports whether gvk is namespaced, asking the RESTMapper
+// once per kind.
+func (a *Applier) isNamespaced(gvk schema.GroupVersionKind) (bool, error) {
+	known := &a.learned().namespaced
+	if v, ok := known.Load(gvk); ok {
+		return v.(bool), nil
+	}
+	namespaced, err := apiutil.IsGVKNamespaced(gvk, a.Client.RESTMapper())
+	if err != nil {
+		return false, fmt.Errorf("finding the scope of %s: %w", gvk, err)
+	}
+	known.Store(gvk, namespaced)
+	return namespaced, nil
 }
 
 // ownerRef is owner's controller reference.

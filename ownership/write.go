@@ -47,7 +47,7 @@ func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: reading live object: %w", d.desc, err)
 	}
-	set := a.uncachedSet()
+	set := &a.learned().uncached
 	_, uncached := set.Load(d.id())
 	switch {
 	case live != nil && uncached:
@@ -102,23 +102,25 @@ func (a *Applier) newObject(d *desiredObject) (client.Object, error) {
 }
 
 // write applies d over live (nil: the object does not exist) if live may
-// be taken and has drifted.
-func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Object) (ApplyResult, error) {
+// be taken and has drifted, and returns the object as it is after: live,
+// or the API server's answer to the apply.
+func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Object) (ApplyResult, runtime.Object, error) {
 	if live == nil {
-		if _, err := a.send(ctx, d, precondition{resourceVersion: createOnly}); err != nil {
-			return "", err
+		answer, err := a.send(ctx, d, precondition{resourceVersion: createOnly})
+		if err != nil {
+			return "", nil, err
 		}
-		return Created, nil
+		return Created, answer, nil
 	}
 	switch c := metav1.GetControllerOf(live); {
 	case c != nil && c.UID != d.ownerRef.UID:
-		return "", &ForeignControllerError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, Controller: *c}
+		return "", nil, &ForeignControllerError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, Controller: *c}
 	case c == nil && !d.adopt && !wroteBy(live, a.FieldManager):
-		return "", &AdoptionRefusedError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, FieldManager: a.FieldManager}
+		return "", nil, &AdoptionRefusedError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, FieldManager: a.FieldManager}
 	}
 	liveMap, err := toMap(live, d.config)
 	if err != nil {
-		return "", fmt.Errorf("apply %s: %w", d.desc, err)
+		return "", nil, fmt.Errorf("apply %s: %w", d.desc, err)
 	}
 	// Typed objects read through a client usually have no TypeMeta; the
 	// type is the one we asked for.
@@ -126,13 +128,51 @@ func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Objec
 	_, isUnstructured := live.(runtime.Unstructured)
 	path, drifted := a.drift(d.ts, d.gvk, d.config, liveMap, !isUnstructured)
 	if !drifted {
-		return Unchanged, nil
+		return Unchanged, live, nil
 	}
 	logf.FromContext(ctx).V(1).Info("owned object drifted, applying", "object", d.desc, "field", path)
-	if _, err := a.send(ctx, d, precondition{uid: live.GetUID()}); err != nil {
-		return "", err
+	answer, err := a.send(ctx, d, precondition{uid: live.GetUID()})
+	if err != nil {
+		return "", nil, err
 	}
-	return Updated, nil
+	return Updated, answer, nil
+}
+
+// Into makes Apply leave the live object, as it is once Apply returns
+// without an error, in obj (an empty object of desired's kind, typed or
+// unstructured): the object it compared when it wrote nothing, else the API
+// server's answer to the apply. It spares the caller a read of what Apply
+// has just read or written (Scope.ApplyAndWait judges a rollout on it).
+func Into(obj client.Object) ApplyOption {
+	return func(o *options) { o.into = obj }
+}
+
+// fill copies obj, of into's kind, into into: by assignment when they
+// are of one type (obj is Apply's own, read or decoded for this call),
+// through the unstructured converter otherwise.
+func fill(into client.Object, obj runtime.Object) error {
+	dst, src := reflect.ValueOf(into), reflect.ValueOf(obj)
+	if dst.Kind() != reflect.Pointer || dst.IsNil() {
+		return fmt.Errorf("%T is not a pointer", into)
+	}
+	if dst.Type() == src.Type() {
+		dst.Elem().Set(src.Elem())
+		return nil
+	}
+	var m map[string]any
+	if u, ok := obj.(runtime.Unstructured); ok {
+		m = u.UnstructuredContent()
+	} else {
+		var err error
+		if m, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
+			return err
+		}
+	}
+	if u, ok := into.(runtime.Unstructured); ok {
+		u.SetUnstructuredContent(m)
+		return nil
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
 }
 
 // toMap returns live as unstructured content for the comparison with
@@ -213,7 +253,7 @@ type precondition struct {
 // object does not meet p: with p.uid, if the object is gone (Conflict) or
 // another one has its name (metadata.uid is immutable: Invalid); with
 // createOnly, if it exists (Conflict); see replaced.
-func (a *Applier) send(ctx context.Context, d *desiredObject, p precondition) (map[string]any, error) {
+func (a *Applier) send(ctx context.Context, d *desiredObject, p precondition) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(d.config)}
 	if p.uid != "" {
 		u.SetUID(p.uid)
@@ -232,7 +272,7 @@ func (a *Applier) send(ctx context.Context, d *desiredObject, p precondition) (m
 		logf.FromContext(ctx).Info("server did not keep an applied field; this object will be re-applied on every pass",
 			"object", d.desc, "field", path)
 	}
-	return u.Object, nil
+	return u, nil
 }
 
 // wroteBy reports whether manager has an entry in obj's managedFields:

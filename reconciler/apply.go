@@ -3,8 +3,8 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,51 +14,36 @@ import (
 	"github.com/reconcilekit/reconcilekit/ownership"
 )
 
-// ApplyAndWait applies desired as [Scope.Apply] does, reads the object back
-// into live through s.Client and returns the outcome its rollout calls for,
-// as [Scope.Rollout] judges it: Continue once the applied generation is
-// rolled out, Wait while it rolls out, Terminal when it failed. s.Client
-// reads this pass's own writes, so the verdict is on the generation just
-// applied, never on an older cached copy; when the cache has not seen the
-// object at all and the apply wrote nothing (the API server's copy already
-// matched), it is read from the API server (Options.APIReader).
+// ApplyAndWait applies desired as [Scope.Apply] does and returns the
+// outcome the live object's rollout calls for, as [Scope.Rollout] judges
+// it: Continue once the applied generation is rolled out, Wait while it
+// rolls out, Terminal when it failed. The verdict is on the object as the
+// apply left it (ownership.Into): the API server's answer when it wrote,
+// the object it compared when it did not, never an older cached copy.
 //
 // live is an empty object of desired's kind (&appsv1.Deployment{}), filled
 // in for the step to copy status from; nil when the step needs only the
-// verdict. Apply's errors name the kind and key; a failed read is wrapped
-// naming them too.
+// verdict. Apply's errors name the kind and key.
 func (s *Scope[T]) ApplyAndWait(ctx context.Context, desired runtime.ApplyConfiguration, live client.Object, opts ...ownership.ApplyOption) Outcome {
 	return s.applyAndJudge(ctx, desired, live, s.Rollout, opts)
 }
 
-// applyAndJudge applies desired, reads it back into live and returns
+// applyAndJudge applies desired, leaving the object in live, and returns
 // judge's verdict on it.
 func (s *Scope[T]) applyAndJudge(ctx context.Context, desired runtime.ApplyConfiguration, live client.Object, judge func(client.Object) Outcome, opts []ownership.ApplyOption) Outcome {
 	gvk, key, err := identify(desired, s.Object)
 	if err != nil {
 		return Retry(err)
 	}
-	if _, err := s.Apply(ctx, desired, opts...); err != nil {
-		return Retry(err)
-	}
-	desc := fmt.Sprintf("%s %s", gvk.Kind, key)
 	if live == nil {
 		if live, err = s.newLive(gvk); err != nil {
-			return Retry(fmt.Errorf("reading %s: %w", desc, err))
+			return Retry(fmt.Errorf("reading %s %s: %w", gvk.Kind, key, err))
 		}
 	} else if got, err := apiutil.GVKForObject(live, s.applier.Scheme); err != nil || got.GroupKind() != gvk.GroupKind() {
-		return Retry(fmt.Errorf("reading %s: live is a %T, not a %s", desc, live, gvk.GroupKind()))
+		return Retry(fmt.Errorf("reading %s %s: live is a %T, not a %s", gvk.Kind, key, live, gvk.GroupKind()))
 	}
-	err = s.Client.Get(ctx, key, live)
-	if apierrors.IsNotFound(err) && s.APIReader != nil {
-		// The apply succeeded, so the object exists; the cache has not seen
-		// it yet and the apply wrote nothing the pass could read back (the
-		// object, read from the API server, already matched). Common after
-		// an API-server outage, while the informers relist.
-		err = s.APIReader.Get(ctx, key, live)
-	}
-	if err != nil {
-		return Retry(fmt.Errorf("reading %s after applying it: %w", desc, err))
+	if _, err := s.Apply(ctx, desired, append(slices.Clip(opts), ownership.Into(live))...); err != nil {
+		return Retry(err)
 	}
 	return judge(live)
 }

@@ -138,7 +138,7 @@ func (p *pass[T]) writeStatus(ctx context.Context, c client.Client, reader clien
 		if !statusChanged(base, p.obj) {
 			return base, nil
 		}
-		err := c.Status().Patch(ctx, p.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		err := c.Status().Patch(ctx, p.obj, statusPatch{base: base})
 		if err == nil {
 			written.Inc()
 		}

@@ -14,7 +14,7 @@ import (
 // ApplyAndWaitFor is [Scope.ApplyAndWait] for a kind whose readiness
 // kstatus does not judge (kstatus calls a ResourceQuota, a Namespace or a
 // ConfigMap Current as soon as it exists): ready decides instead, on the
-// live object read back after the apply. It returns Continue (reason
+// live object as the apply left it. It returns Continue (reason
 // Current, ready's message) when ready says so, Wait (reason InProgress,
 // the message naming the object) while it does not, and Wait (reason
 // Terminating) while the object is being deleted, without asking ready.

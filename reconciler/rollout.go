@@ -40,7 +40,7 @@ const DefaultRolloutProgressInterval = 5 * time.Second
 // (sigs.k8s.io/cli-utils/pkg/kstatus/status.Compute) judges it, for an
 // object the step read itself (Deployment, StatefulSet, DaemonSet, Job, or
 // any object with a Ready condition or observedGeneration);
-// [Scope.ApplyAndWait] applies, reads the object back and returns this:
+// [Scope.ApplyAndWait] applies and returns this for the object the apply left:
 //
 //   - Current: ContinueWith, reason Current, kstatus's message.
 //   - InProgress, including a status that has not observed the object's

@@ -151,7 +151,7 @@ func applyDeployment(ctx context.Context, s *scope) reconciler.Outcome {
 	mib, _ := memoryMiB(s.Object) // valid: the config step stops the pass otherwise
 	var dep appsv1.Deployment
 	out := s.ApplyAndWait(ctx, desiredDeployment(s.Object, mib), &dep)
-	if dep.UID != "" { // read back after the apply
+	if dep.UID != "" { // filled by the apply
 		s.Object.Status.ReadyReplicas = new(dep.Status.ReadyReplicas)
 	}
 	return out

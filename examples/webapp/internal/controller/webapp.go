@@ -214,7 +214,7 @@ func deployment(ctx context.Context, s *scope) reconciler.Outcome {
 	var d appsv1.Deployment
 	out := s.ApplyAndWait(ctx, desiredDeployment(app), &d)
 	app.Status.Selector = new(labels.SelectorFromSet(selectorLabels(app)).String())
-	if d.UID != "" { // read back: the counts are the Deployment's
+	if d.UID != "" { // filled by the apply: the counts are the Deployment's
 		app.Status.Replicas, app.Status.ReadyReplicas = new(d.Status.Replicas), new(d.Status.ReadyReplicas)
 	}
 	return out
