@@ -20,8 +20,10 @@ import (
 // managers' fields and IgnoreFields are never overwritten; an object
 // controlled by someone else is never modified or deleted. Reads may come
 // from a cache, whose lag costs at most an extra read or a no-op re-apply
-// (docs/ownership.md, "Caveats"). An Applier is safe for concurrent use if
-// its clients are.
+// (docs/ownership.md, "Caveats"). An object found matching is not compared
+// again until its resourceVersion or what the caller asks for changes
+// ("How drift is judged"). An Applier is safe for concurrent use if its
+// clients are.
 type Applier struct {
 	// Client reads the live objects (reads may come from the manager's
 	// cache) and writes them (writes always go to the apiserver).
@@ -59,6 +61,9 @@ type learned struct {
 	// changes while a kind exists): asking the RESTMapper costs more than
 	// the rest of a converged Apply's preparation.
 	namespaced sync.Map // schema.GroupVersionKind -> bool
+	// verdicts spare comparing an object again that has not changed since
+	// Apply found it matching (verdicts.go).
+	verdicts verdicts
 }
 
 // learnedMu guards the first use of every Applier's seen.
@@ -125,11 +130,31 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d, err := a.buildDesired(ctx, owner, desired, o)
+	encoded, err := encode(desired)
+	if err != nil {
+		return "", fmt.Errorf("apply: %w", err)
+	}
+	var (
+		asked  fingerprint
+		cached *client.Object // the cache's copy, if judgedBefore read it
+	)
+	if !o.notOwned {
+		asked = fingerprintOf(encoded, owner, o)
+		live, same, err := a.judgedBefore(ctx, owner, desired, asked)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("apply: reading live object: %w", err)
+		case same:
+			return Unchanged, fillInto(o.into, live)
+		case live != nil:
+			cached = &live
+		}
+	}
+	d, err := a.buildDesired(ctx, owner, desired, encoded, o)
 	if err != nil {
 		return "", err
 	}
-	live, err := a.readLive(ctx, d, o.notOwned)
+	live, err := a.readLive(ctx, d, o.notOwned, cached)
 	if err != nil {
 		return "", err
 	}
@@ -146,12 +171,16 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		}
 		op, after, err = a.write(ctx, d, live)
 	}
-	if err == nil && o.into != nil {
-		if err = fill(o.into, after); err != nil {
-			return "", fmt.Errorf("apply %s: filling %T: %w", d.desc, o.into, err)
-		}
+	if err != nil {
+		return "", err
 	}
-	return op, err
+	if !o.notOwned && after.matches {
+		a.learned().verdicts.remember(after.obj, asked)
+	}
+	if err := fillInto(o.into, after.obj); err != nil {
+		return "", fmt.Errorf("apply %s: %w", d.desc, err)
+	}
+	return op, nil
 }
 
 func (a *Applier) validate() error {

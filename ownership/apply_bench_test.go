@@ -2,8 +2,12 @@ package ownership
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +34,14 @@ func (c *cachedReader) Get(_ context.Context, _ client.ObjectKey, obj client.Obj
 }
 
 func (c *cachedReader) RESTMapper() meta.RESTMapper { return c.mapper }
+
+// errSent is what cachedReader answers to an apply: a test that gets it
+// knows Apply found drift.
+var errSent = errors.New("apply sent")
+
+func (c *cachedReader) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	return errSent
+}
 
 // countingMapper counts the RESTMapper's answers.
 type countingMapper struct {
@@ -69,8 +81,8 @@ func convergedApplier(tb testing.TB) (*Applier, *countingMapper, client.Object) 
 
 // BenchmarkApplyUnchanged is the pass every owned object costs once it has
 // converged: build the desired configuration, read the live object from
-// the cache, compare, write nothing. It runs once per owned object on every
-// pass (a WebApp's Deployment on each of its rollout's status updates).
+// the cache, and find it unchanged since the last Apply found it matching,
+// writing nothing.
 func BenchmarkApplyUnchanged(b *testing.B) {
 	a, _, owner := convergedApplier(b)
 	b.ReportAllocs()
@@ -80,6 +92,67 @@ func BenchmarkApplyUnchanged(b *testing.B) {
 			b.Fatalf("Apply = %v, %v; want Unchanged", res, err)
 		}
 	}
+}
+
+// BenchmarkApplyUnchangedFirst is an Apply of an object changed since the
+// last one (a status update: a Deployment's on each step of its rollout)
+// that still matches: the configuration decoded and hashed, the cached
+// object converted and compared.
+func BenchmarkApplyUnchangedFirst(b *testing.B) {
+	a, _, owner := convergedApplier(b)
+	c := a.Client.(*cachedReader)
+	b.ReportAllocs()
+	rv := 0
+	for b.Loop() {
+		rv++
+		c.live.ResourceVersion = strconv.Itoa(rv)
+		res, err := a.Apply(b.Context(), owner, testDeployment())
+		if err != nil || res != Unchanged {
+			b.Fatalf("Apply = %v, %v; want Unchanged", res, err)
+		}
+	}
+}
+
+// TestApplyTrustsAVerdictUntilTheObjectChanges: an object found matching
+// is not compared again while it keeps its resourceVersion and the caller
+// asks for the same thing; a new resourceVersion, another configuration,
+// owner or option is compared (and, drifted, applied).
+func TestApplyTrustsAVerdictUntilTheObjectChanges(t *testing.T) {
+	a, _, owner := convergedApplier(t)
+	c := a.Client.(*cachedReader)
+	c.live.ResourceVersion = "7"
+	apply := func(desired runtime.ApplyConfiguration, opts ...ApplyOption) (ApplyResult, error) {
+		t.Helper()
+		return a.Apply(t.Context(), owner, desired, opts...)
+	}
+	res, err := apply(testDeployment())
+	require.NoError(t, err)
+	require.Equal(t, Unchanged, res)
+
+	// Changed behind the kit's back without a new resourceVersion (which
+	// the API server never does): the verdict stands, nothing is compared.
+	c.live.Spec.Template.Spec.Containers[1].Image = "edited"
+	res, err = apply(testDeployment())
+	require.NoError(t, err, "Apply compared the object again")
+	assert.Equal(t, Unchanged, res)
+
+	// A new resourceVersion: compared, drift found, applied.
+	c.live.ResourceVersion = "8"
+	_, err = apply(testDeployment())
+	assert.ErrorIs(t, err, errSent, "a changed object must be compared")
+
+	c.live.Spec.Template.Spec.Containers[1].Image = *testDeployment().Spec.Template.Spec.Containers[0].Image
+	res, err = apply(testDeployment())
+	require.NoError(t, err)
+	require.Equal(t, Unchanged, res)
+	// The same object, asked for something else: compared.
+	_, err = apply(testDeployment().WithSpec(testDeployment().Spec.WithReplicas(5)))
+	assert.ErrorIs(t, err, errSent, "another configuration must be compared")
+	_, err = apply(testDeployment(), IgnoreFields("spec.replicas"))
+	assert.ErrorIs(t, err, errSent, "another option must be compared (the configuration's hash changes)")
+	res, err = apply(testDeployment())
+	require.NoError(t, err)
+	assert.Equal(t, Unchanged, res)
 }
 
 // TestApplyAsksTheScopeOfAKindOnce: the RESTMapper of a manager's client

@@ -94,14 +94,14 @@ type desiredObject struct {
 // namespace/name".
 func (d *desiredObject) id() string { return d.gvk.String() + " " + d.key.String() }
 
-// buildDesired turns the caller's apply configuration into the
+// buildDesired turns the caller's apply configuration, encoded, into the
 // desiredObject for owner.
-func (a *Applier) buildDesired(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, o options) (*desiredObject, error) {
+func (a *Applier) buildDesired(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, encoded []byte, o options) (*desiredObject, error) {
 	ignore, err := parseIgnore(o.ignore)
 	if err != nil {
 		return nil, err
 	}
-	config, gvk, err := configOf(desired)
+	config, gvk, err := decodeConfig(encoded, desired)
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
@@ -211,16 +211,30 @@ var serverMetadata = []string{
 // data (the server never stores stringData, so keeping it would be drift
 // forever). finish completes it.
 func configOf(desired runtime.ApplyConfiguration) (map[string]any, schema.GroupVersionKind, error) {
-	var gvk schema.GroupVersionKind
+	b, err := encode(desired)
+	if err != nil {
+		return nil, schema.GroupVersionKind{}, err
+	}
+	return decodeConfig(b, desired)
+}
+
+// encode returns desired as JSON: exactly the fields the caller set.
+func encode(desired runtime.ApplyConfiguration) ([]byte, error) {
 	// Apply configurations implement IsApplyConfiguration on the value, so
 	// desired may be a struct: only a pointer can be a typed nil.
 	if rv := reflect.ValueOf(desired); desired == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
-		return nil, gvk, errors.New("desired apply configuration is nil")
+		return nil, errors.New("desired apply configuration is nil")
 	}
 	b, err := json.Marshal(desired)
 	if err != nil {
-		return nil, gvk, fmt.Errorf("encoding %T: %w", desired, err)
+		return nil, fmt.Errorf("encoding %T: %w", desired, err)
 	}
+	return b, nil
+}
+
+// decodeConfig is configOf for desired encoded as b.
+func decodeConfig(b []byte, desired runtime.ApplyConfiguration) (map[string]any, schema.GroupVersionKind, error) {
+	var gvk schema.GroupVersionKind
 	var u map[string]any
 	// utiljson keeps integers as int64, as the live object's unstructured
 	// form has them.

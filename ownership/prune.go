@@ -53,6 +53,7 @@ func (a *Applier) Prune(ctx context.Context, owner client.Object, list client.Ob
 		switch {
 		case err == nil:
 			deleted = append(deleted, obj.GetName())
+			a.learned().verdicts.forget(uid)
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			// Gone already, or replaced by a newer object with the same name.
 		default:

@@ -33,19 +33,24 @@ func Adopt() ApplyOption {
 	return func(o *options) { o.adopt = true }
 }
 
-// readLive returns the live object d names from the cache, nil if the
-// cache has none: write then sends a create-only apply, which the API
-// server refuses if the object exists after all (not seen yet, or outside
-// the cache's label selector); Apply then reads it from the API server,
-// and so does every later call until the cache holds it (uncached). An
-// object the cache holds without a controller is read from the API server
-// too, since the cache may strip the managedFields that say who wrote it.
-// (A NotOwned object never has a controller; a cached copy that shows our
-// managedFields is enough.)
-func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool) (client.Object, error) {
-	live, err := a.read(ctx, a.Client, d)
-	if err != nil {
-		return nil, fmt.Errorf("apply %s: reading live object: %w", d.desc, err)
+// readLive returns the live object d names from the cache (cached, when
+// the caller has read it already), nil if the cache has none: write then
+// sends a create-only apply, which the API server refuses if the object
+// exists after all (not seen yet, or outside the cache's label selector);
+// Apply then reads it from the API server, and so does every later call
+// until the cache holds it (uncached). An object the cache holds without a
+// controller is read from the API server too, since the cache may strip the
+// managedFields that say who wrote it. (A NotOwned object never has a
+// controller; a cached copy that shows our managedFields is enough.)
+func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool, cached *client.Object) (client.Object, error) {
+	var live client.Object
+	if cached != nil {
+		live = *cached
+	} else {
+		var err error
+		if live, err = a.read(ctx, a.Client, d); err != nil {
+			return nil, fmt.Errorf("apply %s: reading live object: %w", d.desc, err)
+		}
 	}
 	set := &a.learned().uncached
 	_, uncached := set.Load(d.id())
@@ -56,6 +61,7 @@ func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool)
 		return nil, nil
 	}
 	if live == nil || metav1.GetControllerOf(live) == nil && (!notOwned || !wroteBy(live, a.FieldManager)) {
+		var err error
 		if live, err = a.read(ctx, a.APIReader, d); err != nil {
 			return nil, fmt.Errorf("apply %s: reading live object from the API server: %w", d.desc, err)
 		}
@@ -101,26 +107,33 @@ func (a *Applier) newObject(d *desiredObject) (client.Object, error) {
 	return co, nil
 }
 
+// outcome is the object as write left it: live, or the API server's
+// answer to the apply; matches says it holds every field of the
+// configuration (the server kept all we sent).
+type outcome struct {
+	obj     client.Object
+	matches bool
+}
+
 // write applies d over live (nil: the object does not exist) if live may
-// be taken and has drifted, and returns the object as it is after: live,
-// or the API server's answer to the apply.
-func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Object) (ApplyResult, runtime.Object, error) {
+// be taken and has drifted.
+func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Object) (ApplyResult, outcome, error) {
 	if live == nil {
 		answer, err := a.send(ctx, d, precondition{resourceVersion: createOnly})
 		if err != nil {
-			return "", nil, err
+			return "", outcome{}, err
 		}
 		return Created, answer, nil
 	}
 	switch c := metav1.GetControllerOf(live); {
 	case c != nil && c.UID != d.ownerRef.UID:
-		return "", nil, &ForeignControllerError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, Controller: *c}
+		return "", outcome{}, &ForeignControllerError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, Controller: *c}
 	case c == nil && !d.adopt && !wroteBy(live, a.FieldManager):
-		return "", nil, &AdoptionRefusedError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, FieldManager: a.FieldManager}
+		return "", outcome{}, &AdoptionRefusedError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, FieldManager: a.FieldManager}
 	}
 	liveMap, err := toMap(live, d.config)
 	if err != nil {
-		return "", nil, fmt.Errorf("apply %s: %w", d.desc, err)
+		return "", outcome{}, fmt.Errorf("apply %s: %w", d.desc, err)
 	}
 	// Typed objects read through a client usually have no TypeMeta; the
 	// type is the one we asked for.
@@ -128,12 +141,12 @@ func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Objec
 	_, isUnstructured := live.(runtime.Unstructured)
 	path, drifted := a.drift(d.ts, d.gvk, d.config, liveMap, !isUnstructured)
 	if !drifted {
-		return Unchanged, live, nil
+		return Unchanged, outcome{obj: live, matches: true}, nil
 	}
 	logf.FromContext(ctx).V(1).Info("owned object drifted, applying", "object", d.desc, "field", path)
 	answer, err := a.send(ctx, d, precondition{uid: live.GetUID()})
 	if err != nil {
-		return "", nil, err
+		return "", outcome{}, err
 	}
 	return Updated, answer, nil
 }
@@ -147,9 +160,19 @@ func Into(obj client.Object) ApplyOption {
 	return func(o *options) { o.into = obj }
 }
 
-// fill copies obj, of into's kind, into into: by assignment when they
-// are of one type (obj is Apply's own, read or decoded for this call),
-// through the unstructured converter otherwise.
+// fillInto copies obj, of into's kind, into into (nil: nothing to do): by
+// assignment when they are of one type (obj is Apply's own, read or
+// decoded for this call), through the unstructured converter otherwise.
+func fillInto(into client.Object, obj runtime.Object) error {
+	if into == nil {
+		return nil
+	}
+	if err := fill(into, obj); err != nil {
+		return fmt.Errorf("filling %T: %w", into, err)
+	}
+	return nil
+}
+
 func fill(into client.Object, obj runtime.Object) error {
 	dst, src := reflect.ValueOf(into), reflect.ValueOf(obj)
 	if dst.Kind() != reflect.Pointer || dst.IsNil() {
@@ -253,7 +276,7 @@ type precondition struct {
 // object does not meet p: with p.uid, if the object is gone (Conflict) or
 // another one has its name (metadata.uid is immutable: Invalid); with
 // createOnly, if it exists (Conflict); see replaced.
-func (a *Applier) send(ctx context.Context, d *desiredObject, p precondition) (*unstructured.Unstructured, error) {
+func (a *Applier) send(ctx context.Context, d *desiredObject, p precondition) (outcome, error) {
 	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(d.config)}
 	if p.uid != "" {
 		u.SetUID(p.uid)
@@ -263,16 +286,17 @@ func (a *Applier) send(ctx context.Context, d *desiredObject, p precondition) (*
 	}
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.ForceOwnership, client.FieldOwner(a.FieldManager)); err != nil {
-		return nil, fmt.Errorf("apply %s: server-side apply as %q: %w", d.desc, a.FieldManager, err)
+		return outcome{}, fmt.Errorf("apply %s: server-side apply as %q: %w", d.desc, a.FieldManager, err)
 	}
 	// The response must contain what we sent; if it does not, the server
 	// (schema pruning, a mutating webhook) rewrote it and every pass will
 	// write. Worth a log line, not an error: the write itself succeeded.
-	if path, drifted := a.drift(d.ts, d.gvk, d.config, u.Object, false); drifted {
+	path, drifted := a.drift(d.ts, d.gvk, d.config, u.Object, false)
+	if drifted {
 		logf.FromContext(ctx).Info("server did not keep an applied field; this object will be re-applied on every pass",
 			"object", d.desc, "field", path)
 	}
-	return u, nil
+	return outcome{obj: u, matches: !drifted}, nil
 }
 
 // wroteBy reports whether manager has an entry in obj's managedFields:
