@@ -66,6 +66,18 @@ type learned struct {
 	verdicts verdicts
 }
 
+// WithClient returns a copy of a that reads and writes through c and
+// shares what a learns and has learned across calls (the objects the cache
+// did not have, the kinds' scopes, the objects found matching): for a
+// client made per reconcile pass, such as one that counts a pass's
+// requests, while the verdicts outlive the pass.
+func (a *Applier) WithClient(c client.Client) *Applier {
+	a.learned()
+	cp := *a
+	cp.Client = c
+	return &cp
+}
+
 // learnedMu guards the first use of every Applier's seen.
 var learnedMu sync.Mutex
 

@@ -54,6 +54,10 @@ type Reconciler[T Object] struct {
 	wakeups   *wakeups
 	filtering atomic.Bool
 	kind      schema.GroupKind
+	// applier is every pass's Applier, but for its client (WithClient): what
+	// it learns (the objects found matching, the kinds' scopes) outlives
+	// the pass.
+	applier *ownership.Applier
 }
 
 var _ reconcile.Reconciler = &Reconciler[Object]{}
@@ -107,7 +111,9 @@ func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error)
 		outages:        newOutages(probe),
 		bypassed:       newBypassed[T](),
 		wakeups:        newWakeups(),
-		owned:          owned}
+		owned:          owned,
+		applier: &ownership.Applier{Client: opts.Client, APIReader: opts.APIReader, Scheme: opts.Scheme,
+			FieldManager: opts.FieldManager, Schemas: opts.Schemas}}
 	ready := opts.ReadyDependsOn
 	if ready == nil {
 		for _, s := range opts.Steps {
@@ -311,7 +317,7 @@ func (r *Reconciler[T]) scope(obj T, counted *passClient) *Scope[T] {
 		Client:     counted,
 		APIReader:  r.opts.APIReader,
 		Recorder:   r.opts.Recorder,
-		applier:    &ownership.Applier{Client: counted, APIReader: r.opts.APIReader, Scheme: r.opts.Scheme, FieldManager: r.opts.FieldManager, Schemas: r.opts.Schemas},
+		applier:    r.applier.WithClient(counted),
 		owned:      r.owned,
 		controller: r.opts.Name,
 		rangeLabel: r.rangeLabel(obj),
