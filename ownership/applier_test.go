@@ -426,6 +426,16 @@ func TestApplyRepairsDriftInOwnedFields(t *testing.T) {
 			}
 			f.apply(t, desired())
 			live := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}}
+			// Status updates, as the Deployment controller's: the verdict
+			// stands on generation and metadata (verdicts.go), and the
+			// edit below must still be seen.
+			for ready := range int32(2) {
+				f.get(t, live)
+				live.Status.ObservedGeneration, live.Status.Replicas, live.Status.ReadyReplicas = live.Generation, 2, ready+1
+				require.NoError(t, env.Client.Status().Update(f.ctx, live))
+				f.waitForCache(t, live)
+				f.requireUnchanged(t, desired())
+			}
 			f.editAs(t, "kubectl-edit", live, func() {
 				tt.edit(live)
 				// Someone else's metadata, which must survive our repair.
@@ -443,6 +453,43 @@ func TestApplyRepairsDriftInOwnedFields(t *testing.T) {
 			tt.check(t, got)
 			assert.Equal(t, "keep me", got.Annotations["example.com/note"])
 			assert.Equal(t, "payments", got.Labels["team"])
+			f.requireUnchanged(t, desired())
+		})
+	}
+}
+
+// A Deployment's status updates leave its generation alone, and so does
+// an edit of its labels or owner references: Apply trusts a verdict across
+// the first, never across the second (verdicts.go).
+func TestApplySeesMetadataEditsBetweenStatusUpdates(t *testing.T) {
+	for name, edit := range map[string]func(d *appsv1.Deployment){
+		"label":           func(d *appsv1.Deployment) { d.Labels["tier"] = "hacked" },
+		"owner reference": func(d *appsv1.Deployment) { d.OwnerReferences[0].BlockOwnerDeletion = new(false) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := setup(t)
+			desired := func() *appsv1ac.DeploymentApplyConfiguration {
+				return deployment("nginx:1.27", map[string]string{"app": "web", "tier": "frontend"})
+			}
+			f.apply(t, desired())
+			live := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns}}
+			f.get(t, live)
+			live.Status.ObservedGeneration, live.Status.Replicas = live.Generation, 2
+			require.NoError(t, env.Client.Status().Update(f.ctx, live))
+			f.requireUnchanged(t, desired())
+			generation := live.Generation
+
+			f.editAs(t, "kubectl-edit", live, func() { edit(live) })
+			require.Equal(t, generation, live.Generation, "the edit left the generation alone")
+			f.get(t, live)
+			live.Status.ReadyReplicas = 2
+			require.NoError(t, env.Client.Status().Update(f.ctx, live))
+			f.waitForCache(t, live)
+
+			assert.Equal(t, ownership.Updated, f.apply(t, desired()))
+			f.get(t, live)
+			assert.Equal(t, "frontend", live.Labels["tier"])
+			assert.True(t, *live.OwnerReferences[0].BlockOwnerDeletion)
 			f.requireUnchanged(t, desired())
 		})
 	}

@@ -94,11 +94,21 @@ func BenchmarkApplyUnchanged(b *testing.B) {
 	}
 }
 
-// BenchmarkApplyUnchangedFirst is an Apply of an object changed since the
-// last one (a status update: a Deployment's on each step of its rollout)
-// that still matches: the configuration decoded and hashed, the cached
-// object converted and compared.
-func BenchmarkApplyUnchangedFirst(b *testing.B) {
+// BenchmarkApplyAfterStatusUpdate is an Apply of an object whose status
+// changed since the last one (a Deployment's, on each step of its rollout):
+// the verdict stands on its generation and metadata.
+func BenchmarkApplyAfterStatusUpdate(b *testing.B) {
+	benchmarkApplyAfter(b, func(d *appsv1.Deployment) { d.Status.ReadyReplicas++ })
+}
+
+// BenchmarkApplyCompared is an Apply of an object changed since the last
+// one (here a new generation) that still matches: the configuration
+// decoded and hashed, the cached object converted and compared.
+func BenchmarkApplyCompared(b *testing.B) {
+	benchmarkApplyAfter(b, func(d *appsv1.Deployment) { d.Generation++; d.Status.ObservedGeneration++ })
+}
+
+func benchmarkApplyAfter(b *testing.B, change func(*appsv1.Deployment)) {
 	a, _, owner := convergedApplier(b)
 	c := a.Client.(*cachedReader)
 	b.ReportAllocs()
@@ -106,6 +116,7 @@ func BenchmarkApplyUnchangedFirst(b *testing.B) {
 	for b.Loop() {
 		rv++
 		c.live.ResourceVersion = strconv.Itoa(rv)
+		change(c.live)
 		res, err := a.Apply(b.Context(), owner, testDeployment())
 		if err != nil || res != Unchanged {
 			b.Fatalf("Apply = %v, %v; want Unchanged", res, err)
@@ -114,45 +125,66 @@ func BenchmarkApplyUnchangedFirst(b *testing.B) {
 }
 
 // TestApplyTrustsAVerdictUntilTheObjectChanges: an object found matching
-// is not compared again while it keeps its resourceVersion and the caller
-// asks for the same thing; a new resourceVersion, another configuration,
-// owner or option is compared (and, drifted, applied).
+// is not compared again while it keeps its resourceVersion, or changes its
+// status alone, and the caller asks for the same thing; a new generation,
+// changed metadata, another configuration, owner or option is compared
+// (and, drifted, applied).
 func TestApplyTrustsAVerdictUntilTheObjectChanges(t *testing.T) {
 	a, _, owner := convergedApplier(t)
 	c := a.Client.(*cachedReader)
 	c.live.ResourceVersion = "7"
+	app := &c.live.Spec.Template.Spec.Containers[1]
+	image := *testDeployment().Spec.Template.Spec.Containers[0].Image
 	apply := func(desired runtime.ApplyConfiguration, opts ...ApplyOption) (ApplyResult, error) {
 		t.Helper()
 		return a.Apply(t.Context(), owner, desired, opts...)
 	}
-	res, err := apply(testDeployment())
-	require.NoError(t, err)
-	require.Equal(t, Unchanged, res)
+	unchanged := func(msg string) {
+		t.Helper()
+		res, err := apply(testDeployment())
+		require.NoError(t, err, msg)
+		require.Equal(t, Unchanged, res, msg)
+	}
+	compared := func(msg string, desired runtime.ApplyConfiguration, opts ...ApplyOption) {
+		t.Helper()
+		_, err := apply(desired, opts...)
+		assert.ErrorIs(t, err, errSent, msg)
+	}
+	unchanged("the first Apply compares")
 
-	// Changed behind the kit's back without a new resourceVersion (which
+	// Edited behind the kit's back without a new resourceVersion (which
 	// the API server never does): the verdict stands, nothing is compared.
-	c.live.Spec.Template.Spec.Containers[1].Image = "edited"
-	res, err = apply(testDeployment())
-	require.NoError(t, err, "Apply compared the object again")
-	assert.Equal(t, Unchanged, res)
+	app.Image = "edited"
+	unchanged("Apply compared the object again")
 
-	// A new resourceVersion: compared, drift found, applied.
-	c.live.ResourceVersion = "8"
-	_, err = apply(testDeployment())
-	assert.ErrorIs(t, err, errSent, "a changed object must be compared")
+	// A status update: new resourceVersion, same generation and metadata.
+	c.live.ResourceVersion, c.live.Status.ReadyReplicas = "8", 1
+	unchanged("a status update of a kind whose generation tracks its spec keeps the verdict")
 
-	c.live.Spec.Template.Spec.Containers[1].Image = *testDeployment().Spec.Template.Spec.Containers[0].Image
-	res, err = apply(testDeployment())
-	require.NoError(t, err)
-	require.Equal(t, Unchanged, res)
+	// A new generation (a spec change), or changed metadata: compared.
+	c.live.ResourceVersion, c.live.Generation, c.live.Status.ObservedGeneration = "9", 2, 2
+	compared("a new generation must be compared", testDeployment())
+	app.Image = image
+	unchanged("compared, matching")
+	c.live.ResourceVersion, c.live.Labels["team"] = "10", "other"
+	app.Image = "edited"
+	compared("changed labels must be compared", testDeployment())
+	app.Image = image
+	unchanged("compared, matching")
+
+	// A kind that does not report observedGeneration: every new
+	// resourceVersion is compared.
+	c.live.Status.ObservedGeneration = 0
+	unchanged("compared, matching")
+	c.live.ResourceVersion, app.Image = "11", "edited"
+	compared("without observedGeneration, a new resourceVersion must be compared", testDeployment())
+	app.Image = image
+	unchanged("compared, matching")
+
 	// The same object, asked for something else: compared.
-	_, err = apply(testDeployment().WithSpec(testDeployment().Spec.WithReplicas(5)))
-	assert.ErrorIs(t, err, errSent, "another configuration must be compared")
-	_, err = apply(testDeployment(), IgnoreFields("spec.replicas"))
-	assert.ErrorIs(t, err, errSent, "another option must be compared (the configuration's hash changes)")
-	res, err = apply(testDeployment())
-	require.NoError(t, err)
-	assert.Equal(t, Unchanged, res)
+	compared("another configuration must be compared", testDeployment().WithSpec(testDeployment().Spec.WithReplicas(5)))
+	compared("another option must be compared (the configuration's hash changes)", testDeployment(), IgnoreFields("spec.replicas"))
+	unchanged("compared, matching")
 }
 
 // TestApplyAsksTheScopeOfAKindOnce: the RESTMapper of a manager's client

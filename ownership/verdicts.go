@@ -3,11 +3,14 @@ package ownership
 import (
 	"context"
 	"crypto/sha256"
+	"hash/maphash"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,12 +20,13 @@ import (
 // Apply's shortcut for an object it has already judged: the comparison is
 // a function of the desired configuration and the live object alone, so a
 // live object still at the resourceVersion Apply last found matching (or
-// wrote) and a caller asking for the same configuration, byte for byte,
-// of the same owner with the same options, need no comparison. On a
-// converged pass that spares decoding the configuration, hashing it and
-// converting and comparing the cached object (four fifths of an unchanged
-// Apply: BenchmarkApplyUnchanged against BenchmarkApplyUnchangedFirst);
-// what is left is encoding the configuration and the cached read.
+// wrote), or changed since in its status alone, and a caller asking for
+// the same configuration, byte for byte, of the same owner with the same
+// options, need no comparison. That spares decoding the configuration,
+// hashing it and converting and comparing the cached object, most of an
+// Apply that writes nothing (BenchmarkApplyUnchanged and
+// BenchmarkApplyAfterStatusUpdate against BenchmarkApplyCompared); what is
+// left is encoding the configuration and the cached read.
 
 // verdictsPeriod is how long a verdict is kept without being used: one
 // that is not used for between one and two periods is dropped (an object
@@ -68,6 +72,92 @@ func fingerprintOf(encoded []byte, owner client.Object, o options) fingerprint {
 type verdict struct {
 	resourceVersion string
 	asked           fingerprint
+	// generation and meta (metaOf) stand for the resourceVersion across
+	// writes of status alone, for an object whose generation follows its
+	// spec (generationTracksSpec).
+	generation int64
+	meta       uint64
+}
+
+// generationTracksSpec reports whether obj says, by reporting
+// status.observedGeneration, that it follows the API convention kstatus
+// relies on: metadata.generation changes with every change outside
+// metadata and status (a custom resource with a status subresource, a
+// Deployment, StatefulSet, DaemonSet, ReplicaSet, PodDisruptionBudget or
+// HorizontalPodAutoscaler). A status update then leaves generation and
+// metadata alone, and the verdict stands: a Deployment's rollout writes its
+// status several times, and each would otherwise cost a comparison.
+func generationTracksSpec(obj client.Object) bool {
+	if obj.GetGeneration() <= 0 {
+		return false
+	}
+	if u, ok := obj.(runtime.Unstructured); ok {
+		g, found, err := unstructured.NestedInt64(u.UnstructuredContent(), "status", "observedGeneration")
+		return err == nil && found && g > 0
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	s := v.Elem().FieldByName("Status")
+	if !s.IsValid() || s.Kind() != reflect.Struct {
+		return false
+	}
+	g := s.FieldByName("ObservedGeneration")
+	switch {
+	case !g.IsValid():
+		return false
+	case g.Kind() == reflect.Int64:
+		return g.Int() > 0
+	case g.Kind() == reflect.Pointer && !g.IsNil() && g.Elem().Kind() == reflect.Int64:
+		return g.Elem().Int() > 0
+	}
+	return false
+}
+
+// metaSeed seeds metaOf's hashes: verdicts live in one process.
+var metaSeed = maphash.MakeSeed()
+
+// metaOf hashes the metadata a configuration may set and a status update
+// leaves alone: labels, annotations, owner references and finalizers (the
+// first two order-free, as maps are).
+func metaOf(obj client.Object) uint64 {
+	var sum uint64
+	var h maphash.Hash
+	entries := func(tag byte, m map[string]string) {
+		for k, v := range m {
+			h.SetSeed(metaSeed)
+			h.WriteByte(tag)
+			h.WriteString(k)
+			h.WriteByte(0)
+			h.WriteString(v)
+			sum += h.Sum64()
+		}
+	}
+	entries('l', obj.GetLabels())
+	entries('a', obj.GetAnnotations())
+	h.SetSeed(metaSeed)
+	for _, r := range obj.GetOwnerReferences() {
+		h.WriteString(r.APIVersion)
+		h.WriteByte(0)
+		h.WriteString(r.Kind)
+		h.WriteByte(0)
+		h.WriteString(r.Name)
+		h.WriteByte(0)
+		h.WriteString(string(r.UID))
+		h.WriteByte(0)
+		if r.Controller != nil && *r.Controller {
+			h.WriteByte('c')
+		}
+		if r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
+			h.WriteByte('b')
+		}
+	}
+	for _, f := range obj.GetFinalizers() {
+		h.WriteByte('f')
+		h.WriteString(f)
+	}
+	return sum ^ h.Sum64()
 }
 
 // verdicts holds the last verdict per object UID in two generations: a
@@ -94,19 +184,27 @@ func (v *verdicts) matches(obj client.Object, asked fingerprint) bool {
 			v.cur[uid] = got
 		}
 	}
-	return ok && got.asked == asked && got.resourceVersion == obj.GetResourceVersion()
+	if !ok || got.asked != asked {
+		return false
+	}
+	return got.resourceVersion == obj.GetResourceVersion() ||
+		got.generation == obj.GetGeneration() && generationTracksSpec(obj) && got.meta == metaOf(obj)
 }
 
 // remember records that obj matches the configuration fingerprinted asked.
-func (v *verdicts) remember(obj metav1.Object, asked fingerprint) {
+func (v *verdicts) remember(obj client.Object, asked fingerprint) {
 	if obj.GetUID() == "" || obj.GetResourceVersion() == "" {
 		return
+	}
+	got := verdict{resourceVersion: obj.GetResourceVersion(), asked: asked, generation: -1}
+	if generationTracksSpec(obj) {
+		got.generation, got.meta = obj.GetGeneration(), metaOf(obj)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.rotate()
 	delete(v.old, obj.GetUID())
-	v.cur[obj.GetUID()] = verdict{resourceVersion: obj.GetResourceVersion(), asked: asked}
+	v.cur[obj.GetUID()] = got
 }
 
 // forget drops obj's verdict.
