@@ -3,6 +3,7 @@ package ownership
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"hash/maphash"
 	"reflect"
 	"slices"
@@ -36,8 +37,9 @@ const verdictsPeriod = 10 * time.Minute
 
 // fingerprint identifies what a caller asked of Apply: the encoded
 // configuration, the owner and the options that change the configuration
-// or who may be taken over.
-type fingerprint [16]byte
+// or who may be taken over. 64 bits: a collision would have to happen
+// between two requests for one object.
+type fingerprint uint64
 
 func fingerprintOf(encoded []byte, owner client.Object, o options) fingerprint {
 	h := sha256.New()
@@ -62,15 +64,13 @@ func fingerprintOf(encoded []byte, owner client.Object, o options) fingerprint {
 	if o.adopt {
 		h.Write([]byte{0, 'a'})
 	}
-	var f fingerprint
-	copy(f[:], h.Sum(nil))
-	return f
+	return fingerprint(binary.LittleEndian.Uint64(h.Sum(nil)))
 }
 
 // verdict is what an object looked like when Apply last found it matching
 // the configuration with this fingerprint.
 type verdict struct {
-	resourceVersion string
+	resourceVersion uint64 // hashed (short)
 	asked           fingerprint
 	// generation and meta (metaOf) stand for the resourceVersion across
 	// writes of status alone, for an object whose generation follows its
@@ -115,8 +115,8 @@ func generationTracksSpec(obj client.Object) bool {
 	return false
 }
 
-// metaSeed seeds metaOf's hashes: verdicts live in one process.
-var metaSeed = maphash.MakeSeed()
+// seed seeds the hashes verdicts keep: they live in one process.
+var seed = maphash.MakeSeed()
 
 // metaOf hashes the metadata a configuration may set and a status update
 // leaves alone: labels, annotations, owner references and finalizers (the
@@ -126,7 +126,7 @@ func metaOf(obj client.Object) uint64 {
 	var h maphash.Hash
 	entries := func(tag byte, m map[string]string) {
 		for k, v := range m {
-			h.SetSeed(metaSeed)
+			h.SetSeed(seed)
 			h.WriteByte(tag)
 			h.WriteString(k)
 			h.WriteByte(0)
@@ -136,7 +136,7 @@ func metaOf(obj client.Object) uint64 {
 	}
 	entries('l', obj.GetLabels())
 	entries('a', obj.GetAnnotations())
-	h.SetSeed(metaSeed)
+	h.SetSeed(seed)
 	for _, r := range obj.GetOwnerReferences() {
 		h.WriteString(r.APIVersion)
 		h.WriteByte(0)
@@ -166,17 +166,16 @@ func metaOf(obj client.Object) uint64 {
 // deleted object's verdict does not outlive it for long.
 type verdicts struct {
 	mu       sync.Mutex
-	cur, old map[types.UID]verdict
+	cur, old map[uint64]verdict // by hashed (short) UID
 	rotated  time.Time
 }
 
 // matches reports whether obj is still the object judged to match the
 // configuration fingerprinted asked.
 func (v *verdicts) matches(obj client.Object, asked fingerprint) bool {
+	uid := short(string(obj.GetUID()))
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.rotate()
-	uid := obj.GetUID()
 	got, ok := v.cur[uid]
 	if !ok {
 		if got, ok = v.old[uid]; ok {
@@ -184,10 +183,11 @@ func (v *verdicts) matches(obj client.Object, asked fingerprint) bool {
 			v.cur[uid] = got
 		}
 	}
+	v.mu.Unlock()
 	if !ok || got.asked != asked {
 		return false
 	}
-	return got.resourceVersion == obj.GetResourceVersion() ||
+	return got.resourceVersion == short(obj.GetResourceVersion()) ||
 		got.generation == obj.GetGeneration() && generationTracksSpec(obj) && got.meta == metaOf(obj)
 }
 
@@ -196,31 +196,37 @@ func (v *verdicts) remember(obj client.Object, asked fingerprint) {
 	if obj.GetUID() == "" || obj.GetResourceVersion() == "" {
 		return
 	}
-	got := verdict{resourceVersion: obj.GetResourceVersion(), asked: asked, generation: -1}
+	got := verdict{resourceVersion: short(obj.GetResourceVersion()), asked: asked, generation: -1}
 	if generationTracksSpec(obj) {
 		got.generation, got.meta = obj.GetGeneration(), metaOf(obj)
 	}
+	uid := short(string(obj.GetUID()))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.rotate()
-	delete(v.old, obj.GetUID())
-	v.cur[obj.GetUID()] = got
+	delete(v.old, uid)
+	v.cur[uid] = got
 }
 
 // forget drops obj's verdict.
-func (v *verdicts) forget(uid types.UID) {
+func (v *verdicts) forget(obj types.UID) {
+	uid := short(string(obj))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.cur, uid)
 	delete(v.old, uid)
 }
 
+// short hashes a UID or a resourceVersion to 64 bits, which is what
+// verdicts keep of them: some 50 bytes a verdict in all.
+func short(s string) uint64 { return maphash.String(seed, s) }
+
 func (v *verdicts) rotate() {
 	switch now := time.Now(); {
 	case v.cur == nil:
-		v.cur, v.old, v.rotated = map[types.UID]verdict{}, map[types.UID]verdict{}, now
+		v.cur, v.old, v.rotated = map[uint64]verdict{}, map[uint64]verdict{}, now
 	case now.Sub(v.rotated) >= verdictsPeriod:
-		v.cur, v.old, v.rotated = map[types.UID]verdict{}, v.cur, now
+		v.cur, v.old, v.rotated = map[uint64]verdict{}, v.cur, now
 	}
 }
 
