@@ -155,7 +155,7 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		live, same, err := a.judgedBefore(ctx, owner, desired, asked)
 		switch {
 		case err != nil:
-			return "", fmt.Errorf("apply: reading live object: %w", err)
+			return "", err
 		case same:
 			return Unchanged, fillInto(o.into, live)
 		case live != nil:

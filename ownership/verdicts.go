@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"hash/maphash"
 	"reflect"
 	"slices"
@@ -246,18 +247,21 @@ func (a *Applier) judgedBefore(ctx context.Context, owner client.Object, desired
 	}
 	gvk := gv.WithKind(deref(id.GetKind()))
 	key := client.ObjectKey{Namespace: deref(id.GetNamespace()), Name: deref(id.GetName())}
-	if key.Namespace == "" {
-		namespaced, err := a.isNamespaced(gvk)
-		if err != nil {
-			return nil, false, nil // buildDesired says what is wrong
-		}
-		if namespaced {
-			key.Namespace = owner.GetNamespace()
-		}
+	namespaced, err := a.isNamespaced(gvk)
+	switch {
+	case err != nil,
+		!namespaced && (key.Namespace != "" || owner.GetNamespace() != ""),
+		namespaced && (owner.GetNamespace() == "" || key.Namespace != "" && key.Namespace != owner.GetNamespace()):
+		return nil, false, nil // not an owned object buildDesired accepts: it says why
+	case namespaced:
+		key.Namespace = owner.GetNamespace()
 	}
-	live, err = a.read(ctx, a.Client, &desiredObject{gvk: gvk, key: key})
-	if err != nil || live == nil {
-		return nil, false, err
+	d := &desiredObject{gvk: gvk, key: key}
+	if live, err = a.read(ctx, a.Client, d); err != nil {
+		return nil, false, fmt.Errorf("apply %s %s: reading live object: %w", gvk.Kind, key, err)
+	}
+	if live == nil {
+		return nil, false, nil
 	}
 	c := metav1.GetControllerOf(live)
 	same = c != nil && c.UID == owner.GetUID() && a.learned().verdicts.matches(live, asked)
