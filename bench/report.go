@@ -506,7 +506,7 @@ func (r *Report) Markdown() string {
 		microRow("condition set (`conditions.Set`)", "BenchmarkSetNoChange", "`meta.SetStatusCondition`", metaNs)
 	}
 	microRow("owned-object comparison (ownership)", "BenchmarkUnchanged", "Update the Deployment", putLatency("deployments", ""))
-	microRow("converged apply: build, read from the cache, compare (`Applier.Apply`)", "BenchmarkApplyUnchanged",
+	microRow("converged apply: encode, read from the cache, the last verdict stands (`Applier.Apply`)", "BenchmarkApplyUnchanged",
 		"Update the Deployment", putLatency("deployments", ""))
 	microRow("status diff (reconciler)", "BenchmarkStatusChangedNoChange", "Status().Update", putLatency("webapps", "status"))
 	b.WriteString("\n")
