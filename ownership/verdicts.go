@@ -237,28 +237,12 @@ func (v *verdicts) rotate() {
 // which object desired names without decoding it (an apply configuration
 // that does not say its name) or the cache has none.
 func (a *Applier) judgedBefore(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, asked fingerprint) (live client.Object, same bool, err error) {
-	id, ok := desired.(identified)
+	d, ok := a.ownedKey(owner, desired)
 	if !ok {
 		return nil, false, nil
 	}
-	gv, err := schema.ParseGroupVersion(deref(id.GetAPIVersion()))
-	if err != nil || deref(id.GetKind()) == "" || deref(id.GetName()) == "" {
-		return nil, false, nil // buildDesired says what is wrong
-	}
-	gvk := gv.WithKind(deref(id.GetKind()))
-	key := client.ObjectKey{Namespace: deref(id.GetNamespace()), Name: deref(id.GetName())}
-	namespaced, err := a.isNamespaced(gvk)
-	switch {
-	case err != nil,
-		!namespaced && (key.Namespace != "" || owner.GetNamespace() != ""),
-		namespaced && (owner.GetNamespace() == "" || key.Namespace != "" && key.Namespace != owner.GetNamespace()):
-		return nil, false, nil // not an owned object buildDesired accepts: it says why
-	case namespaced:
-		key.Namespace = owner.GetNamespace()
-	}
-	d := &desiredObject{gvk: gvk, key: key}
 	if live, err = a.read(ctx, a.Client, d); err != nil {
-		return nil, false, fmt.Errorf("apply %s %s: reading live object: %w", gvk.Kind, key, err)
+		return nil, false, fmt.Errorf("apply %s %s: reading live object: %w", d.gvk.Kind, d.key, err)
 	}
 	if live == nil {
 		return nil, false, nil
@@ -266,6 +250,33 @@ func (a *Applier) judgedBefore(ctx context.Context, owner client.Object, desired
 	c := metav1.GetControllerOf(live)
 	same = c != nil && c.UID == owner.GetUID() && a.learned().verdicts.matches(live, asked)
 	return live, same, nil
+}
+
+// ownedKey returns the kind and key of the object desired names, as its
+// apply configuration says them, false for one buildDesired would refuse
+// (it says why): no name, or a namespace an object owner controls cannot be
+// in.
+func (a *Applier) ownedKey(owner client.Object, desired runtime.ApplyConfiguration) (*desiredObject, bool) {
+	id, ok := desired.(identified)
+	if !ok {
+		return nil, false
+	}
+	gv, err := schema.ParseGroupVersion(deref(id.GetAPIVersion()))
+	if err != nil || deref(id.GetKind()) == "" || deref(id.GetName()) == "" {
+		return nil, false
+	}
+	d := &desiredObject{gvk: gv.WithKind(deref(id.GetKind())),
+		key: client.ObjectKey{Namespace: deref(id.GetNamespace()), Name: deref(id.GetName())}}
+	namespaced, err := a.isNamespaced(d.gvk)
+	switch {
+	case err != nil,
+		!namespaced && (d.key.Namespace != "" || owner.GetNamespace() != ""),
+		namespaced && (owner.GetNamespace() == "" || d.key.Namespace != "" && d.key.Namespace != owner.GetNamespace()):
+		return nil, false
+	case namespaced:
+		d.key.Namespace = owner.GetNamespace()
+	}
+	return d, true
 }
 
 // identified is what generated apply configurations say of themselves.
