@@ -62,6 +62,70 @@ func widgetPair() (orig, obj *testv1.Widget) {
 	return orig, obj
 }
 
+// nestedStatus is a kind whose status has object fields: a pointer to a
+// struct and a map, whose keys a pass may remove.
+type nestedStatus struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Status            struct {
+		Database *struct {
+			Endpoint string `json:"endpoint,omitempty"`
+			Error    string `json:"error,omitempty"`
+		} `json:"database,omitempty"`
+		Replicas map[string]int32 `json:"replicas,omitempty"`
+		Summary  struct {
+			Ready   bool   `json:"ready,omitempty"`
+			Message string `json:"message,omitempty"`
+		} `json:"summary"`
+	} `json:"status"`
+}
+
+func (n *nestedStatus) DeepCopyObject() runtime.Object {
+	b, err := json.Marshal(n)
+	if err != nil {
+		panic(err)
+	}
+	out := &nestedStatus{}
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// TestStatusPatchClearsNestedFields: a key an object field of the status
+// lost is sent as null, as controller-runtime's merge patch does, or the
+// server would keep it.
+func TestStatusPatchClearsNestedFields(t *testing.T) {
+	orig := &nestedStatus{ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "ns", ResourceVersion: "9"}}
+	orig.Status.Database = &struct {
+		Endpoint string `json:"endpoint,omitempty"`
+		Error    string `json:"error,omitempty"`
+	}{Endpoint: "db:5432", Error: "connection refused"}
+	orig.Status.Replicas = map[string]int32{"web": 2, "worker": 1}
+	orig.Status.Summary.Ready, orig.Status.Summary.Message = false, "waiting"
+	for name, change := range map[string]func(*nestedStatus){
+		"a struct's field cleared": func(n *nestedStatus) { n.Status.Database.Error = "" },
+		"a map's key removed":      func(n *nestedStatus) { delete(n.Status.Replicas, "worker") },
+		"a pointer cleared":        func(n *nestedStatus) { n.Status.Database = nil },
+		"a value struct's field":   func(n *nestedStatus) { n.Status.Summary.Ready, n.Status.Summary.Message = true, "" },
+		"a map emptied":            func(n *nestedStatus) { n.Status.Replicas = nil },
+		"a struct's field changed": func(n *nestedStatus) { n.Status.Database.Endpoint = "db2:5432" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			obj := orig.DeepCopyObject().(*nestedStatus)
+			change(obj)
+			got, err := statusPatch{base: orig}.Data(obj)
+			require.NoError(t, err)
+			full, err := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}).Data(obj)
+			require.NoError(t, err)
+			var want, have map[string]any
+			require.NoError(t, json.Unmarshal(full, &want))
+			require.NoError(t, json.Unmarshal(got, &have))
+			assert.Equal(t, want["status"], have["status"], "patch: %s", got)
+		})
+	}
+}
+
 // TestStatusPatchIsMergeFromsStatus: the status write's patch is the
 // status part of controller-runtime's optimistic-lock merge patch, with
 // its resourceVersion precondition, and nothing of metadata or spec: for
