@@ -90,6 +90,14 @@ type desiredObject struct {
 	adopt    bool
 }
 
+// hash is the configuration's hash, as finish recorded it in
+// ConfigHashAnnotation.
+func (d *desiredObject) hash() string {
+	md, _ := d.config["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	return stringAt(ann, ConfigHashAnnotation)
+}
+
 // id identifies d's object among every kind's: "group/version, Kind=K
 // namespace/name".
 func (d *desiredObject) id() string { return d.gvk.String() + " " + d.key.String() }

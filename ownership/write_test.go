@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,4 +46,55 @@ func TestReplaced(t *testing.T) {
 			assert.Equal(t, tt.want, replaced(tt.err))
 		})
 	}
+}
+
+// TestApplyTakesAChangedConfigHashAsDrift: a live object without the
+// configuration's hash is applied without a comparison, and reported as
+// drifted at the annotation; one with the hash is still compared field by
+// field, so an edit behind our back is applied, and a match is not.
+func TestApplyTakesAChangedConfigHashAsDrift(t *testing.T) {
+	a, _, owner := convergedApplier(t)
+	c := a.Client.(*cachedReader)
+	c.live.ResourceVersion = "7"
+	hash := c.live.Annotations[ConfigHashAnnotation]
+	d, err := a.buildDesired(t.Context(), owner, testDeployment(), mustEncode(t, testDeployment()), options{})
+	require.NoError(t, err)
+	require.Equal(t, hash, d.hash(), "the cached object was applied with this configuration")
+
+	path, drifted, err := a.drifted(d, c.live)
+	require.NoError(t, err)
+	assert.False(t, drifted, "matching object found drifted at %s", path)
+
+	c.live.Annotations[ConfigHashAnnotation] = "stale"
+	c.live.Spec.Template.Spec.Containers[1].Image = "edited"
+	path, drifted, err = a.drifted(d, c.live)
+	require.NoError(t, err)
+	assert.True(t, drifted)
+	assert.Equal(t, "metadata.annotations."+ConfigHashAnnotation, path)
+	allocs := testing.AllocsPerRun(10, func() { _, _, _ = a.drifted(d, c.live) })
+	assert.Zero(t, allocs, "a changed hash must be judged without converting or comparing the object")
+	_, err = a.Apply(t.Context(), owner, testDeployment())
+	assert.ErrorIs(t, err, errSent, "a changed hash must be applied")
+
+	c.live.Annotations[ConfigHashAnnotation] = hash
+	c.live.ResourceVersion = "8"
+	path, drifted, err = a.drifted(d, c.live)
+	require.NoError(t, err)
+	assert.True(t, drifted, "with the hash unchanged, the fields must still be compared")
+	assert.Equal(t, "spec.template.spec.containers[name=app].image", path)
+	_, err = a.Apply(t.Context(), owner, testDeployment())
+	assert.ErrorIs(t, err, errSent, "an edited field under an unchanged hash must be applied")
+
+	c.live.Spec.Template.Spec.Containers[1].Image = *testDeployment().Spec.Template.Spec.Containers[0].Image
+	c.live.ResourceVersion = "9"
+	res, err := a.Apply(t.Context(), owner, testDeployment())
+	require.NoError(t, err)
+	assert.Equal(t, Unchanged, res)
+}
+
+func mustEncode(t *testing.T, desired runtime.ApplyConfiguration) []byte {
+	t.Helper()
+	b, err := encode(desired)
+	require.NoError(t, err)
+	return b
 }
