@@ -35,11 +35,26 @@ func (c *answeringClient) Apply(_ context.Context, ac runtime.ApplyConfiguration
 	c.rv++
 	u := ac.(runtime.Unstructured).UnstructuredContent()
 	md := u["metadata"].(map[string]any)
-	md["uid"], md["resourceVersion"], md["generation"] = "u-1", strconv.Itoa(c.rv), int64(2)
+	md["uid"], md["resourceVersion"] = "u-1", strconv.Itoa(c.rv)
 	md["managedFields"] = []any{map[string]any{"manager": "bench", "operation": "Apply", "apiVersion": "apps/v1",
 		"fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:spec": map[string]any{"f:replicas": map[string]any{}}}}}
+	if c.absent {
+		// Created: the Deployment controller has written no status yet.
+		md["generation"] = int64(1)
+		return nil
+	}
+	md["generation"] = int64(2)
 	u["status"] = map[string]any{"observedGeneration": int64(1), "replicas": int64(2)}
 	return nil
+}
+
+// rolledOut makes the cache hold d, the answer to its creation, as the
+// Deployment controller's first status write leaves it.
+func (c *answeringClient) rolledOut(d *appsv1.Deployment) {
+	c.rv++
+	c.live, c.absent = d, false
+	d.ResourceVersion = strconv.Itoa(c.rv)
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
 }
 
 func answeringApplier(tb testing.TB, absent bool) (*Applier, *answeringClient, client.Object) {
@@ -87,5 +102,26 @@ func BenchmarkApplyConfigChanged(b *testing.B) {
 	}
 	if c.sent != b.N {
 		b.Fatalf("%d applies sent for %d Applies", c.sent, b.N)
+	}
+}
+
+// BenchmarkApplyCreatedThenRolledOut is what a converging owner's two
+// passes cost an owned Deployment: the first creates it; the second, woken
+// by the Deployment controller's status write, finds it unchanged.
+func BenchmarkApplyCreatedThenRolledOut(b *testing.B) {
+	a, c, owner := answeringApplier(b, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.absent = true
+		d := &appsv1.Deployment{}
+		res, err := a.Apply(b.Context(), owner, testDeployment(), Into(d))
+		if err != nil || res != Created {
+			b.Fatalf("Apply = %v, %v; want Created", res, err)
+		}
+		c.rolledOut(d)
+		res, err = a.Apply(b.Context(), owner, testDeployment(), Into(&appsv1.Deployment{}))
+		if err != nil || res != Unchanged {
+			b.Fatalf("Apply = %v, %v; want Unchanged", res, err)
+		}
 	}
 }

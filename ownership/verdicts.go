@@ -75,7 +75,10 @@ type verdict struct {
 	asked           fingerprint
 	// generation and meta (metaOf) stand for the resourceVersion across
 	// writes of status alone, for an object whose generation follows its
-	// spec (generationTracksSpec).
+	// spec (generationTracksSpec). That is asked of the object judged
+	// later, not of the one remembered: the answer to a create shows no
+	// status.observedGeneration until the object's controller writes its
+	// first status, the write that would otherwise cost a comparison.
 	generation int64
 	meta       uint64
 }
@@ -197,10 +200,8 @@ func (v *verdicts) remember(obj client.Object, asked fingerprint) {
 	if obj.GetUID() == "" || obj.GetResourceVersion() == "" {
 		return
 	}
-	got := verdict{resourceVersion: short(obj.GetResourceVersion()), asked: asked, generation: -1}
-	if generationTracksSpec(obj) {
-		got.generation, got.meta = obj.GetGeneration(), metaOf(obj)
-	}
+	got := verdict{resourceVersion: short(obj.GetResourceVersion()), asked: asked,
+		generation: obj.GetGeneration(), meta: metaOf(obj)}
 	uid := short(string(obj.GetUID()))
 	v.mu.Lock()
 	defer v.mu.Unlock()
