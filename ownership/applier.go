@@ -147,18 +147,21 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		return "", fmt.Errorf("apply: %w", err)
 	}
 	var (
-		asked  fingerprint
-		cached *client.Object // the cache's copy, if judgedBefore read it
+		asked fingerprint
+		// cached is the cache's copy (nil: the cache has none), if
+		// judgedBefore read it: the first apply of a new object reads the
+		// cache once.
+		cached *client.Object
 	)
 	if !o.notOwned {
 		asked = fingerprintOf(encoded, owner, o)
-		live, same, err := a.judgedBefore(ctx, owner, desired, asked)
+		live, read, same, err := a.judgedBefore(ctx, owner, desired, asked)
 		switch {
 		case err != nil:
 			return "", err
 		case same:
 			return Unchanged, fillInto(o.into, live)
-		case live != nil:
+		case read:
 			cached = &live
 		}
 	}

@@ -21,9 +21,11 @@ type answeringClient struct {
 	absent bool
 	rv     int
 	sent   int
+	gets   int
 }
 
 func (c *answeringClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets++
 	if c.absent {
 		return apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, key.Name)
 	}

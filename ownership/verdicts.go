@@ -234,23 +234,24 @@ func (v *verdicts) rotate() {
 
 // judgedBefore reads the live object desired names from the cache and
 // reports whether it is still the one Apply found matching the
-// configuration fingerprinted asked; live is nil when it could not say
-// which object desired names without decoding it (an apply configuration
-// that does not say its name) or the cache has none.
-func (a *Applier) judgedBefore(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, asked fingerprint) (live client.Object, same bool, err error) {
+// configuration fingerprinted asked. read says whether it read the cache:
+// not when it could not say which object desired names without decoding
+// it (an apply configuration that does not say its name); live is nil when
+// it did not, or the cache has none (which Apply need not ask again).
+func (a *Applier) judgedBefore(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, asked fingerprint) (live client.Object, read, same bool, err error) {
 	d, ok := a.ownedKey(owner, desired)
 	if !ok {
-		return nil, false, nil
+		return nil, false, false, nil
 	}
 	if live, err = a.read(ctx, a.Client, d); err != nil {
-		return nil, false, fmt.Errorf("apply %s %s: reading live object: %w", d.gvk.Kind, d.key, err)
+		return nil, false, false, fmt.Errorf("apply %s %s: reading live object: %w", d.gvk.Kind, d.key, err)
 	}
 	if live == nil {
-		return nil, false, nil
+		return nil, true, false, nil
 	}
 	c := metav1.GetControllerOf(live)
 	same = c != nil && c.UID == owner.GetUID() && a.learned().verdicts.matches(live, asked)
-	return live, same, nil
+	return live, true, same, nil
 }
 
 // ownedKey returns the kind and key of the object desired names, as its

@@ -1,11 +1,13 @@
 package ownership
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 )
 
 // TestApplyTrustsTheVerdictOnACreateAcrossTheFirstStatus: the answer to a
@@ -36,3 +38,32 @@ func TestApplyTrustsTheVerdictOnACreateAcrossTheFirstStatus(t *testing.T) {
 	assert.Equal(t, Updated, res, "a new generation must be compared, and the edit applied")
 	assert.Equal(t, 2, c.sent)
 }
+
+// TestApplyReadsTheCacheOnceForANewObject: the read that looks for a
+// verdict is the read that finds no object, so a create reads the cache
+// once; a configuration that does not say its name is read once too.
+func TestApplyReadsTheCacheOnceForANewObject(t *testing.T) {
+	a, c, owner := answeringApplier(t, true)
+	res, err := a.Apply(t.Context(), owner, testDeployment())
+	require.NoError(t, err)
+	require.Equal(t, Created, res)
+	assert.Equal(t, 1, c.gets, "reads of the cache for one create")
+
+	c.gets = 0
+	_, says := any(unnamed{}).(identified)
+	require.False(t, says, "unnamed must not say its name")
+	res, err = a.Apply(t.Context(), owner, unnamed{testDeployment()})
+	require.NoError(t, err)
+	require.Equal(t, Created, res)
+	assert.Equal(t, 1, c.gets, "reads of the cache for one create of a configuration without GetName")
+}
+
+// unnamed hides its configuration's identity (GetName and the rest):
+// Apply must decode it to know which object it names.
+type unnamed struct {
+	d *appsv1ac.DeploymentApplyConfiguration
+}
+
+func (unnamed) IsApplyConfiguration() {}
+
+func (u unnamed) MarshalJSON() ([]byte, error) { return json.Marshal(u.d) }

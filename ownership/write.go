@@ -33,15 +33,16 @@ func Adopt() ApplyOption {
 	return func(o *options) { o.adopt = true }
 }
 
-// readLive returns the live object d names from the cache (cached, when
-// the caller has read it already), nil if the cache has none: write then
-// sends a create-only apply, which the API server refuses if the object
-// exists after all (not seen yet, or outside the cache's label selector);
-// Apply then reads it from the API server, and so does every later call
-// until the cache holds it (uncached). An object the cache holds without a
-// controller is read from the API server too, since the cache may strip the
-// managedFields that say who wrote it. (A NotOwned object never has a
-// controller; a cached copy that shows our managedFields is enough.)
+// readLive returns the live object d names from the cache (*cached, nil
+// or not, when the caller has read it already), nil if the cache has none:
+// write then sends a create-only apply, which the API server refuses if
+// the object exists after all (not seen yet, or outside the cache's label
+// selector); Apply then reads it from the API server, and so does every
+// later call until the cache holds it (uncached). An object the cache
+// holds without a controller is read from the API server too, since the
+// cache may strip the managedFields that say who wrote it. (A NotOwned
+// object never has a controller; a cached copy that shows our
+// managedFields is enough.)
 func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool, cached *client.Object) (client.Object, error) {
 	var live client.Object
 	if cached != nil {
