@@ -666,7 +666,8 @@ func TestKindBundleInstall(t *testing.T) {
 	testenv.Test(t, f)
 }
 
-// kindSetup loads the bundle and pauses the suite's operator.
+// kindSetup loads the bundle and pauses the suite's operator
+// (pauseSuiteOperator), which is back when the feature ends.
 func (bi *bundleInstall) kindSetup(ctx context.Context, t *testing.T) {
 	bi.featureT = t
 	bi.loadBundle(t)
@@ -675,36 +676,7 @@ func (bi *bundleInstall) kindSetup(ctx context.Context, t *testing.T) {
 	if bi.c, err = client.New(bi.admin, client.Options{Scheme: scheme.Scheme}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := bi.cfg
-	t.Cleanup(func() {
-		// config/default as the suite installed it, taking back every
-		// field the bundle's install owned.
-		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-		defer cancel()
-		start := time.Now()
-		installed := filepath.Join(operator.workDir, "installed.yaml")
-		if _, err := harness.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", installed); err != nil {
-			t.Errorf("restoring the suite's operator: %v", err)
-			return
-		}
-		if _, err := harness.Kubectl(ctx, "rollout", "status", "-n", operatorNamespace, "deployment/"+operatorDeployment, "--timeout=5m"); err != nil {
-			t.Errorf("restoring the suite's operator: %v", err)
-			return
-		}
-		if err := operator.waitWebhookServing(ctx, cfg); err != nil {
-			t.Errorf("restoring the suite's operator: %v", err)
-		}
-		t.Logf("the suite's operator is back in %v", time.Since(start).Round(time.Second))
-	})
-	harness.MustKubectl(ctx, t, "scale", "-n", operatorNamespace, "deployment/"+operatorDeployment, "--replicas=0")
-	eventually(ctx, t, 2*time.Minute, "the suite's operator scaled to zero", func(ctx context.Context) (bool, string, error) {
-		var pods corev1.PodList
-		if err := bi.c.List(ctx, &pods, client.InNamespace(operatorNamespace), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
-			return false, "", err
-		}
-		return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items)), nil
-	})
-	harness.MustKubectl(ctx, t, "delete", "--ignore-not-found", "mutatingwebhookconfiguration/"+mutatingWebhookConfig, "validatingwebhookconfiguration/"+validatingWebhookCfg)
+	pauseSuiteOperator(ctx, t, bi.cfg)
 }
 
 // deployOnKind creates what OLM creates for the CSV's Deployment and its

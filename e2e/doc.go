@@ -140,6 +140,14 @@
 //     ServiceAccount bound to webapp-metrics-reader scrapes reconcilekit_
 //     metrics (200), one that is not gets 403.
 //
+// kind_helm_test.go's TestKindHelmInstall installs charts/webapp-operator
+// with the helm binary of TOOLS_BIN (the suite's operator paused, as
+// TestKindBundleInstall pauses it, by pauseSuiteOperator): the operator
+// rolls out and admits, the sample WebApp is Ready with its pods Running,
+// `helm upgrade` to the next chart version rolls the operator without
+// restarting the WebApp's pods, and `helm uninstall` leaves nothing of the
+// release but the CRD.
+//
 // Namespace deletion with a WebApp in it is TestWebAppLifecycle's, which on
 // kind deletes real pods.
 //

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -25,8 +26,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -545,16 +548,25 @@ func parseWebhookSecret(t *testing.T, s *corev1.Secret) (leaf, signer *x509.Cert
 // parseCerts parses the PEM certificates in b.
 func parseCerts(t *testing.T, what string, b []byte) []*x509.Certificate {
 	t.Helper()
+	out, err := decodeCerts(b)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return out
+}
+
+// decodeCerts parses the PEM certificates in b.
+func decodeCerts(b []byte) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
 	for {
 		var block *pem.Block
 		block, b = pem.Decode(b)
 		if block == nil {
-			return out
+			return out, nil
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			t.Fatalf("%s: %v", what, err)
+			return nil, err
 		}
 		out = append(out, c)
 	}
@@ -674,4 +686,110 @@ func ptrInt32(i *int32) int32 {
 		return 0
 	}
 	return *i
+}
+
+// pauseSuiteOperator stops the suite's operator (config/default) for a
+// feature that installs another copy of the operator on the same cluster
+// (TestKindBundleInstall's OLM bundle, TestKindHelmInstall's chart): both
+// would reconcile the same WebApps, and the suite's Rotator would rewrite
+// the CRD's conversion caBundle. It scales the Deployment to zero, waits
+// until its pods are gone and deletes its webhook configurations.
+//
+// A cleanup on t (the feature's t: it runs when the feature ends, pass or
+// fail, after the cleanups the feature registers later) brings it back:
+// config/default as the suite installed it (installed.yaml, server-side
+// with --force-conflicts, which takes back every field the other install
+// owned and recreates what it deleted: the CRD, the roles, the webhook
+// configurations), rolled out, its webhooks admitting and the CRD's
+// conversion calling its Service with its CA again.
+func pauseSuiteOperator(ctx context.Context, t *testing.T, cfg *envconf.Config) {
+	t.Helper()
+	c := cfg.Client().Resources().GetControllerRuntimeClient()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		start := time.Now()
+		installed := filepath.Join(operator.workDir, "installed.yaml")
+		if _, err := harness.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", installed); err != nil {
+			t.Errorf("restoring the suite's operator: %v", err)
+			return
+		}
+		if _, err := harness.Kubectl(ctx, "rollout", "status", "-n", operatorNamespace, "deployment/"+operatorDeployment, "--timeout=5m"); err != nil {
+			t.Errorf("restoring the suite's operator: %v", err)
+			return
+		}
+		if err := operator.waitWebhookServing(ctx, cfg); err != nil {
+			t.Errorf("restoring the suite's operator: %v", err)
+			return
+		}
+		if err := waitSuiteConversion(ctx, c); err != nil {
+			t.Errorf("restoring the suite's operator: %v", err)
+			return
+		}
+		t.Logf("the suite's operator is back in %v", time.Since(start).Round(time.Second))
+	})
+	harness.MustKubectl(ctx, t, "scale", "-n", operatorNamespace, "deployment/"+operatorDeployment, "--replicas=0")
+	eventually(ctx, t, 2*time.Minute, "the suite's operator scaled to zero", func(ctx context.Context) (bool, string, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(operatorNamespace), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
+			return false, "", err
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items)), nil
+	})
+	harness.MustKubectl(ctx, t, "delete", "--ignore-not-found", "mutatingwebhookconfiguration/"+mutatingWebhookConfig, "validatingwebhookconfiguration/"+validatingWebhookCfg)
+}
+
+// waitSuiteConversion waits until the WebApp CRD's conversion webhook
+// calls the suite operator's Service with a caBundle that holds the CA of
+// its certificate Secret: installed.yaml names the Service, the suite's
+// Rotator injects the CA (another install left its own there).
+func waitSuiteConversion(ctx context.Context, c client.Client) error {
+	state, last := "(never read)", error(nil)
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var ok bool
+		ok, state, last = suiteConversion(ctx, c)
+		return ok, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the WebApp CRD's conversion webhook does not call %s/%s with the suite operator's CA: %w (last: %s, error %v)", operatorNamespace, webhookService, err, state, last)
+	}
+	return nil
+}
+
+// suiteConversion is one check of waitSuiteConversion.
+func suiteConversion(ctx context.Context, c client.Client) (bool, string, error) {
+	var s corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: webhookSecret}, &s); err != nil {
+		return false, "no certificate Secret", err
+	}
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(crdGVK)
+	if err := c.Get(ctx, client.ObjectKey{Name: webappCRD}, crd); err != nil {
+		return false, "no CRD", err
+	}
+	return conversionTrusts(crd, webhookService, operatorNamespace, s.Data["ca.crt"])
+}
+
+// conversionTrusts reports whether crd's conversion webhook calls the
+// Service namespace/service with a caBundle holding one of the CAs in
+// caPEM, and describes what it calls.
+func conversionTrusts(crd *unstructured.Unstructured, service, namespace string, caPEM []byte) (bool, string, error) {
+	cc := []string{"spec", "conversion", "webhook", "clientConfig"}
+	name, _, _ := unstructured.NestedString(crd.Object, append(cc, "service", "name")...)
+	ns, _, _ := unstructured.NestedString(crd.Object, append(cc, "service", "namespace")...)
+	encoded, _, _ := unstructured.NestedString(crd.Object, append(cc, "caBundle")...)
+	bundle, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil {
+		return false, "", fmt.Errorf("CRD %s: caBundle: %w", crd.GetName(), err)
+	}
+	trusted, err := decodeCerts(bundle)
+	if err != nil {
+		return false, "", fmt.Errorf("CRD %s: caBundle: %w", crd.GetName(), err)
+	}
+	cas, err := decodeCerts(caPEM)
+	if err != nil {
+		return false, "", fmt.Errorf("ca.crt: %w", err)
+	}
+	ok := name == service && ns == namespace && slices.ContainsFunc(cas, func(ca *x509.Certificate) bool { return slices.ContainsFunc(trusted, ca.Equal) })
+	return ok, fmt.Sprintf("conversion calls %s/%s with %d CAs in its caBundle (%d in ca.crt)", ns, name, len(trusted), len(cas)), nil
 }
