@@ -114,7 +114,23 @@ func statusViewCases() map[string]client.Object {
 		"service load balancer pending": &corev1.Service{ObjectMeta: meta(0), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
 			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
 		"service cluster ip": &corev1.Service{ObjectMeta: meta(0), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.1"}},
-		"pvc pending":        &corev1.PersistentVolumeClaim{ObjectMeta: meta(0), Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}},
+		"service without a type": &corev1.Service{ObjectMeta: meta(1), Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "x"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}}},
+		"service load balancer with an ip": &corev1.Service{ObjectMeta: meta(1), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.0.0.2"}},
+		"service reconciling": &corev1.Service{ObjectMeta: meta(1), Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.3"},
+			Status: corev1.ServiceStatus{Conditions: []metav1.Condition{{Type: "Reconciling", Status: metav1.ConditionTrue, Reason: "Busy", Message: "busy"}}}},
+		"service stalled": &corev1.Service{ObjectMeta: meta(1), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+			Status: corev1.ServiceStatus{Conditions: []metav1.Condition{{Type: "Stalled", Status: metav1.ConditionTrue, Reason: "Stuck", Message: "stuck"}}}},
+		"service with other conditions": &corev1.Service{ObjectMeta: meta(1), Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.4"},
+			Status: corev1.ServiceStatus{Conditions: []metav1.Condition{{Type: "Stalled", Status: metav1.ConditionFalse, Reason: "Fine"},
+				{Type: "Ready", Status: metav1.ConditionFalse, Reason: "NotYet"}}}},
+		"service deleting": func() client.Object {
+			svc := &corev1.Service{ObjectMeta: meta(1), Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.5"}}
+			svc.DeletionTimestamp = new(metav1.NewTime(time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)))
+			svc.Finalizers = []string{"x"}
+			return svc
+		}(),
+		"pvc pending": &corev1.PersistentVolumeClaim{ObjectMeta: meta(0), Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}},
 		"pdb": &policyv1.PodDisruptionBudget{ObjectMeta: meta(2), Status: policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 2,
 			CurrentHealthy: 1, DesiredHealthy: 2}},
 		"configmap": &corev1.ConfigMap{ObjectMeta: meta(0), Data: map[string]string{"a": "b"}},
@@ -191,6 +207,27 @@ func BenchmarkStatusView(b *testing.B) {
 		for b.Loop() {
 			u, _ := statusView(d, gvk)
 			_, _ = status.Compute(u)
+		}
+	})
+}
+
+// BenchmarkServiceStatus compares kstatus's judgement of a Service's
+// statusView with serviceStatus's, as every pass of an owner that applies
+// one with ApplyAndWait judges it.
+func BenchmarkServiceStatus(b *testing.B) {
+	svc := statusViewCases()["service without a type"]
+	gvk := corev1.SchemeGroupVersion.WithKind("Service")
+	b.Run("view", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			u, _ := statusView(svc, gvk)
+			_, _ = status.Compute(u)
+		}
+	})
+	b.Run("typed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = computeStatus(svc, gvk)
 		}
 	})
 }
