@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -80,10 +82,11 @@ func TestPassesShareWhatTheApplierLearned(t *testing.T) {
 
 	for i := range 3 {
 		before := passes.Load()
-		w := &testv1.Widget{}
-		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "w"}, w))
-		w.Annotations = map[string]string{"touched": string(rune('a' + i))}
-		require.NoError(t, env.Client.Update(ctx, w))
+		// A merge patch, not Get and Update: the passes write the Widget
+		// too, and an Update of an older copy conflicts with them.
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}}
+		touch := fmt.Sprintf(`{"metadata":{"annotations":{"touched":%q}}}`, string(rune('a'+i)))
+		require.NoError(t, env.Client.Patch(ctx, w, client.RawPatch(types.MergePatchType, []byte(touch))))
 		require.Eventually(t, func() bool { return passes.Load() > before }, 30*time.Second, 10*time.Millisecond, "no pass after the annotation")
 	}
 	assert.Equal(t, asked, mapper.configMaps.Load(), "later passes asked the RESTMapper again: each pass's Applier started from nothing")
