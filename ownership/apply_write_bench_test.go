@@ -22,6 +22,9 @@ type answeringClient struct {
 	rv     int
 	sent   int
 	gets   int
+	// keepSent makes Apply keep a copy of what it was sent in lastSent.
+	keepSent bool
+	lastSent map[string]any
 }
 
 func (c *answeringClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -36,6 +39,9 @@ func (c *answeringClient) Apply(_ context.Context, ac runtime.ApplyConfiguration
 	c.sent++
 	c.rv++
 	u := ac.(runtime.Unstructured).UnstructuredContent()
+	if c.keepSent {
+		c.lastSent = runtime.DeepCopyJSON(u)
+	}
 	md := u["metadata"].(map[string]any)
 	md["uid"], md["resourceVersion"] = "u-1", strconv.Itoa(c.rv)
 	md["managedFields"] = []any{map[string]any{"manager": "bench", "operation": "Apply", "apiVersion": "apps/v1",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -298,7 +299,13 @@ type precondition struct {
 // another one has its name (metadata.uid is immutable: Invalid); with
 // createOnly, if it exists (Conflict); see replaced.
 func (a *Applier) send(ctx context.Context, d *desiredObject, p precondition) (outcome, error) {
-	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(d.config)}
+	// The answer replaces u's content rather than writing into its maps,
+	// so only the map send writes to (metadata) needs a copy of its own.
+	obj := maps.Clone(d.config)
+	if md, ok := d.config["metadata"].(map[string]any); ok {
+		obj["metadata"] = maps.Clone(md)
+	}
+	u := &unstructured.Unstructured{Object: obj}
 	if p.uid != "" {
 		u.SetUID(p.uid)
 	}

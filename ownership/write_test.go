@@ -98,3 +98,28 @@ func mustEncode(t *testing.T, desired runtime.ApplyConfiguration) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// TestSendLeavesTheConfigurationAlone: send writes its precondition and
+// takes the answer in a copy, so the configuration Apply compares with the
+// answer, and sends again when the object was replaced, is what the caller
+// asked for: a second send carries its own precondition, not the first's.
+func TestSendLeavesTheConfigurationAlone(t *testing.T) {
+	a, c, owner := answeringApplier(t, true)
+	c.keepSent = true
+	d, err := a.buildDesired(t.Context(), owner, testDeployment(), mustEncode(t, testDeployment()), options{})
+	require.NoError(t, err)
+	want := runtime.DeepCopyJSON(d.config)
+
+	answer, err := a.send(t.Context(), d, precondition{resourceVersion: createOnly})
+	require.NoError(t, err)
+	assert.True(t, answer.matches)
+	assert.Equal(t, want, d.config, "the configuration after a create-only send")
+	assert.Equal(t, createOnly, c.lastSent["metadata"].(map[string]any)["resourceVersion"])
+
+	_, err = a.send(t.Context(), d, precondition{uid: "u-1"})
+	require.NoError(t, err)
+	assert.Equal(t, want, d.config, "the configuration after a send to an existing object")
+	md := c.lastSent["metadata"].(map[string]any)
+	assert.Equal(t, "u-1", md["uid"])
+	assert.NotContains(t, md, "resourceVersion", "the second send carried the first's precondition")
+}
