@@ -165,10 +165,10 @@
 // # Artifacts
 //
 // When a test or the setup failed, [Harness] writes to E2E_ARTIFACTS (default
-// <repo>/.artifacts/e2e/<UTC time>): `kubectl cluster-info dump` output
-// (cluster-info/), every listable object but Secrets (resources.yaml), the
-// provider's component logs (logs/), the operator's logs (operator/), and
-// for each failed feature the objects of its namespace
+// <repo>/.artifacts/e2e/<UTC time>-<cluster name>): `kubectl cluster-info
+// dump` output (cluster-info/), every listable object but Secrets
+// (resources.yaml), the provider's component logs (logs/), the operator's
+// logs (operator/), and for each failed feature the objects of its namespace
 // (namespaces/<name>.yaml), taken before it is deleted. E2E_KEEP_ARTIFACTS=1
 // exports the same after a passing run too (but for the namespaces, which a
 // passing feature deletes), to read the logs of a run that passed: a chaos

@@ -84,7 +84,8 @@ type Options struct {
 	// daemon without a default bridge.
 	DockerBuildFlags string
 	// ArtifactsDir receives logs and dumps after a failure (E2E_ARTIFACTS,
-	// default <repo>/.artifacts/e2e/<UTC time>).
+	// default <repo>/.artifacts/e2e/<UTC time>-<cluster name>: make test
+	// starts the kwok and kind suites at once).
 	ArtifactsDir string
 	// SetupTimeout bounds creating the cluster (default 10 minutes).
 	SetupTimeout time.Duration
@@ -141,7 +142,7 @@ func (o *Options) complete() error {
 		o.ClusterName = DefaultClusterName
 	}
 	if o.ArtifactsDir == "" {
-		o.ArtifactsDir = filepath.Join(o.RepoRoot, ".artifacts", "e2e", time.Now().UTC().Format("20060102-150405"))
+		o.ArtifactsDir = filepath.Join(o.RepoRoot, ".artifacts", "e2e", time.Now().UTC().Format("20060102-150405")+"-"+o.ClusterName)
 	}
 	if o.SetupTimeout == 0 {
 		o.SetupTimeout = 10 * time.Minute

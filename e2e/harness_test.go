@@ -44,7 +44,7 @@ func TestOptionsComplete(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, o.Provider)
 			assert.Equal(t, DefaultClusterName, o.ClusterName)
-			assert.Regexp(t, `^/repo/\.artifacts/e2e/\d{8}-\d{6}$`, o.ArtifactsDir)
+			assert.Regexp(t, `^/repo/\.artifacts/e2e/\d{8}-\d{6}-`+DefaultClusterName+`$`, o.ArtifactsDir)
 			assert.NotZero(t, o.SetupTimeout)
 		})
 	}

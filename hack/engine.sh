@@ -4,11 +4,13 @@
 # Nothing prebuilt is downloaded: dockerd and docker-proxy are built from
 # github.com/moby/moby/v2 (whose privileged containers get only the
 # capabilities of the bounding set, which this sandbox's lacks CAP_SYS_RESOURCE
-# of; Debian's dockerd 20.10 fails there), containerd and its runc shim from
-# github.com/containerd/containerd/v2, runc from github.com/opencontainers/runc
-# with cgo and the seccomp build tag, and the docker CLI from
-# github.com/docker/cli, all through the Go module proxy, into a cache outside
-# the checkout keyed by their versions. The same containerd, shim and runc go
+# of; Debian's dockerd 20.10 fails there), containerd, its runc shim and ctr
+# from github.com/containerd/containerd/v2 (both pinned by hack/enginetools,
+# one go build: dockerd imports most of containerd, whose packages then
+# compile once), runc from github.com/opencontainers/runc with cgo and the
+# seccomp build tag, and the docker CLI from github.com/docker/cli, all
+# through the Go module proxy, into a cache outside the checkout keyed by
+# their versions and hack/enginetools/go.sum. The same containerd, shim and runc go
 # into the kind node image (hack/kind.sh). Debian packages it needs
 # (libseccomp-dev and pkg-config to build runc, debootstrap for the node
 # image) are installed with apt-get when missing.
@@ -36,13 +38,16 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
-MOBY_VERSION=v2.0.0-beta.24
-CONTAINERD_VERSION=v2.3.5
+# moby's and containerd's versions are hack/enginetools/go.mod's.
+modver() { awk -v m="$1" '$1 == m {print $2}' "$repo/hack/enginetools/go.mod"; }
+MOBY_VERSION=$(modver github.com/moby/moby/v2)
+CONTAINERD_VERSION=$(modver github.com/containerd/containerd/v2)
 RUNC_VERSION=v1.5.3
 DOCKER_CLI_VERSION=v29.10.0
 
 cache_root=${RECONCILEKIT_CACHE:-$HOME/.cache/reconcilekit}
-bin="$cache_root/engine-moby-$MOBY_VERSION-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-cli-$DOCKER_CLI_VERSION/bin"
+sum=$(sha256sum "$repo/hack/enginetools/go.sum" | cut -c1-12)
+bin="$cache_root/engine-moby-$MOBY_VERSION-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-cli-$DOCKER_CLI_VERSION-$sum/bin"
 state=${ENGINE_DIR:-$repo/.cluster/engine}
 sock=$state/docker.sock
 pidfile=$state/docker.pid
@@ -62,8 +67,9 @@ apt_need() {
 	((${#missing[@]})) || return 0
 	say "installing Debian packages: ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
-		{ apt-get update >&2 && apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
+	# make test's other chain may be installing packages too: wait for the lock.
+	apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${missing[@]}" >&2 ||
+		{ apt-get -o DPkg::Lock::Timeout=600 update >&2 && apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${missing[@]}" >&2; }
 }
 
 # gobuild NAME REF [TAGS] [CGO]: go install REF (module@version) as $bin/NAME.
@@ -80,15 +86,35 @@ gobuild() {
 	say "built $name in $((SECONDS - start))s"
 }
 
+# daemons: dockerd, docker-proxy, containerd, containerd-shim-runc-v2 and
+# ctr in one go build from hack/enginetools, without the snapshotters we do
+# not use (aufs, zfs, btrfs, devmapper: overlayfs serves).
+build_daemons() {
+	local name missing=()
+	for name in dockerd docker-proxy containerd containerd-shim-runc-v2 ctr; do
+		[[ -x "$bin/$name" ]] || missing+=("$name")
+	done
+	((${#missing[@]})) || return 0
+	say "building ${missing[*]} (moby $MOBY_VERSION, containerd $CONTAINERD_VERSION)"
+	local tmp pkgs=() start=$SECONDS
+	for name in "${missing[@]}"; do
+		case $name in
+		dockerd | docker-proxy) pkgs+=("github.com/moby/moby/v2/cmd/$name") ;;
+		*) pkgs+=("github.com/containerd/containerd/v2/cmd/$name") ;;
+		esac
+	done
+	tmp=$(mktemp -d)
+	(cd "$repo/hack/enginetools" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOWORK=off \
+		go build -trimpath -tags "no_aufs no_zfs no_btrfs no_devmapper" -ldflags "-s -w" -o "$tmp/" "${pkgs[@]}") >&2
+	for name in "${missing[@]}"; do mv "$tmp/$name" "$bin/$name"; done
+	rm -rf "$tmp"
+	say "built ${missing[*]} in $((SECONDS - start))s"
+}
+
 cmd_build() {
 	mkdir -p "$bin"
 	apt_need libseccomp-dev pkg-config debootstrap
-	gobuild dockerd "github.com/moby/moby/v2/cmd/dockerd@$MOBY_VERSION"
-	gobuild docker-proxy "github.com/moby/moby/v2/cmd/docker-proxy@$MOBY_VERSION"
-	local ctd_tags="no_aufs no_zfs no_btrfs no_devmapper"
-	gobuild containerd "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" "$ctd_tags"
-	gobuild containerd-shim-runc-v2 "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" "$ctd_tags"
-	gobuild ctr "github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION" "$ctd_tags"
+	build_daemons
 	# Without the seccomp tag runc refuses every container that has a
 	# seccomp profile ("config provided but seccomp not supported").
 	gobuild runc "github.com/opencontainers/runc@$RUNC_VERSION" seccomp 1

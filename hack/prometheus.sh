@@ -30,10 +30,10 @@ if ! installed; then
 	say "installing Debian's prometheus package (server and promtool)"
 	log=$(mktemp)
 	trap 'rm -f "$log"' EXIT
-	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >"$log" 2>&1; then
+	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends prometheus >"$log" 2>&1; then
 		# The package index may be missing or stale on a fresh machine.
-		if ! { "${sudo[@]}" apt-get update && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-			apt-get install -y --no-install-recommends prometheus; } >"$log" 2>&1; then
+		if ! { "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+			apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends prometheus; } >"$log" 2>&1; then
 			tail -n 5 "$log" >&2
 			say "apt-get could not install prometheus (is a Debian mirror reachable?)"
 			exit 3

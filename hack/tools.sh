@@ -45,6 +45,11 @@ mkdir -p "$bin"
 
 say() { echo "tools: $*" >&2; }
 
+# One build at a time per cache (make test's two chains both need the tools):
+# a second caller waits, then finds everything built.
+exec 9>"$bin/.build.lock"
+flock 9
+
 # Build outside any user GOFLAGS that would make these builds differ.
 export GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
