@@ -27,7 +27,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 )
 
@@ -92,28 +91,11 @@ func TestBundleInstall(t *testing.T) {
 	testenv.Test(t, f)
 }
 
-// step runs f as a feature step, unless an earlier step failed.
-func (bi *bundleInstall) step(f func(ctx context.Context, t *testing.T)) features.Func {
-	return func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-		t.Helper()
-		if bi.broken {
-			t.Skip("an earlier step failed")
-		}
-		bi.cfg = cfg
-		f(ctx, t)
-		if t.Failed() {
-			bi.broken = true
-		}
-		return ctx
-	}
-}
-
 // bundleInstall is the state of TestBundleInstall and
 // TestKindBundleInstall, step to step.
 type bundleInstall struct {
+	featureSteps
 	namespace string
-	broken    bool
-	cfg       *envconf.Config // the suite's
 	// onKind: the operator runs as the CSV's Deployment (TestKindBundleInstall),
 	// not as a host process (proc).
 	onKind bool

@@ -33,7 +33,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 	"sigs.k8s.io/yaml"
 
@@ -130,9 +129,8 @@ func TestKindHelmInstall(t *testing.T) {
 
 // helmInstall is TestKindHelmInstall's state, step to step.
 type helmInstall struct {
-	broken bool
-	cfg    *envconf.Config
-	c      client.Client
+	featureSteps
+	c client.Client
 
 	helm     string   // the helm binary
 	helmEnv  []string // its environment: the suite's kubeconfig, state in a temp dir
@@ -147,22 +145,6 @@ type helmInstall struct {
 	appPods         map[types.UID]int32 // pod UID: restarts, before the upgrade
 	appDeploy       *appsv1.Deployment  // the WebApp's Deployment before the upgrade
 	operatorPodUIDs map[types.UID]bool  // the operator's pods before the upgrade
-}
-
-// step runs f as a feature step, unless an earlier step failed.
-func (hi *helmInstall) step(f func(ctx context.Context, t *testing.T)) features.Func {
-	return func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-		t.Helper()
-		if hi.broken {
-			t.Skip("an earlier step failed")
-		}
-		hi.cfg = cfg
-		f(ctx, t)
-		if t.Failed() {
-			hi.broken = true
-		}
-		return ctx
-	}
 }
 
 // setup finds helm, pauses the suite's operator, creates the release's

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	webappv1 "github.com/reconcilekit/reconcilekit/examples/webapp/api/v1"
 )
@@ -335,4 +336,28 @@ func hasAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// featureSteps runs a feature's steps in order, with the suite's config at
+// hand (cfg), and skips the rest once one failed: a feature whose steps build
+// on each other embeds it and wraps each step with step.
+type featureSteps struct {
+	cfg    *envconf.Config
+	broken bool
+}
+
+// step runs f as a feature step, unless an earlier step failed.
+func (s *featureSteps) step(f func(ctx context.Context, t *testing.T)) features.Func {
+	return func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		t.Helper()
+		if s.broken {
+			t.Skip("an earlier step failed")
+		}
+		s.cfg = cfg
+		f(ctx, t)
+		if t.Failed() {
+			s.broken = true
+		}
+		return ctx
+	}
 }
