@@ -98,6 +98,19 @@ func (d *desiredObject) hash() string {
 	return stringAt(ann, ConfigHashAnnotation)
 }
 
+// setsControllerAnnotation reports whether the configuration sets an
+// annotation a built-in controller writes (controllerAnnotation).
+func (d *desiredObject) setsControllerAnnotation() bool {
+	md, _ := d.config["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	for k := range ann {
+		if controllerAnnotation(k) {
+			return true
+		}
+	}
+	return false
+}
+
 // id identifies d's object among every kind's: "group/version, Kind=K
 // namespace/name".
 func (d *desiredObject) id() string { return d.gvk.String() + " " + d.key.String() }

@@ -122,14 +122,29 @@ func generationTracksSpec(obj client.Object) bool {
 // seed seeds the hashes verdicts keep: they live in one process.
 var seed = maphash.MakeSeed()
 
+// controllerAnnotation reports whether key is an annotation a built-in
+// controller writes on the objects it manages whenever they roll out: the
+// Deployment controller records each new revision
+// (deployment.kubernetes.io/revision) on the Deployment after its create
+// and after every change of its pod template, with or just before its
+// status. metaOf leaves it out, so that write keeps the verdict, as the
+// status writes around it do; a configuration never sets it (remember
+// keeps no generation for one that does).
+func controllerAnnotation(key string) bool {
+	return key == "deployment.kubernetes.io/revision"
+}
+
 // metaOf hashes the metadata a configuration may set and a status update
-// leaves alone: labels, annotations, owner references and finalizers (the
-// first two order-free, as maps are).
+// leaves alone: labels, annotations (but controllerAnnotation's), owner
+// references and finalizers (the first two order-free, as maps are).
 func metaOf(obj client.Object) uint64 {
 	var sum uint64
 	var h maphash.Hash
 	entries := func(tag byte, m map[string]string) {
 		for k, v := range m {
+			if tag == 'a' && controllerAnnotation(k) {
+				continue
+			}
 			h.SetSeed(seed)
 			h.WriteByte(tag)
 			h.WriteString(k)
@@ -195,13 +210,18 @@ func (v *verdicts) matches(obj client.Object, asked fingerprint) bool {
 		got.generation == obj.GetGeneration() && generationTracksSpec(obj) && got.meta == metaOf(obj)
 }
 
-// remember records that obj matches the configuration fingerprinted asked.
-func (v *verdicts) remember(obj client.Object, asked fingerprint) {
+// remember records that obj matches the configuration fingerprinted asked;
+// byVersion says the verdict may stand on obj's resourceVersion alone (the
+// configuration sets an annotation metaOf leaves out).
+func (v *verdicts) remember(obj client.Object, asked fingerprint, byVersion bool) {
 	if obj.GetUID() == "" || obj.GetResourceVersion() == "" {
 		return
 	}
 	got := verdict{resourceVersion: short(obj.GetResourceVersion()), asked: asked,
 		generation: obj.GetGeneration(), meta: metaOf(obj)}
+	if byVersion {
+		got.generation = -1
+	}
 	uid := short(string(obj.GetUID()))
 	v.mu.Lock()
 	defer v.mu.Unlock()

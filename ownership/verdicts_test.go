@@ -2,11 +2,13 @@ package ownership
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 )
 
@@ -67,3 +69,48 @@ type unnamed struct {
 func (unnamed) IsApplyConfiguration() {}
 
 func (u unnamed) MarshalJSON() ([]byte, error) { return json.Marshal(u.d) }
+
+// TestApplyTrustsTheVerdictAcrossTheDeploymentRevision: the Deployment
+// controller's revision annotation, written after a create (and after every
+// template change) with or just before its status, keeps the verdict; the
+// cached copy is edited behind the kit's back to tell. A configuration that
+// sets that annotation itself is judged on the resourceVersion alone, and
+// any other annotation change is compared.
+func TestApplyTrustsTheVerdictAcrossTheDeploymentRevision(t *testing.T) {
+	const revision = "deployment.kubernetes.io/revision"
+	a, c, owner := answeringApplier(t, true)
+	d := &appsv1.Deployment{}
+	res, err := a.Apply(t.Context(), owner, testDeployment(), Into(d))
+	require.NoError(t, err)
+	require.Equal(t, Created, res)
+
+	c.rolledOut(d)
+	d.Annotations[revision] = "1"
+	d.Spec.Template.Spec.Containers[0].Image = "edited"
+	res, err = a.Apply(t.Context(), owner, testDeployment())
+	require.NoError(t, err)
+	assert.Equal(t, Unchanged, res, "the revision annotation must keep the verdict")
+
+	c.rv++
+	d.ResourceVersion, d.Annotations["team"] = strconv.Itoa(c.rv), "other"
+	res, err = a.Apply(t.Context(), owner, testDeployment())
+	require.NoError(t, err)
+	assert.Equal(t, Updated, res, "another annotation must be compared, and the edit applied")
+
+	// The configuration sets the annotation itself: a change of it, even
+	// with the generation and the rest of the metadata as they were, is
+	// compared.
+	withRevision := func() runtime.ApplyConfiguration {
+		return testDeployment().WithAnnotations(map[string]string{revision: "7"})
+	}
+	a, c, owner = answeringApplier(t, true)
+	d = &appsv1.Deployment{}
+	res, err = a.Apply(t.Context(), owner, withRevision(), Into(d))
+	require.NoError(t, err)
+	require.Equal(t, Created, res)
+	c.rolledOut(d)
+	d.Annotations[revision] = "8"
+	res, err = a.Apply(t.Context(), owner, withRevision())
+	require.NoError(t, err)
+	assert.Equal(t, Updated, res, "an annotation the configuration sets must be compared")
+}
