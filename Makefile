@@ -144,20 +144,28 @@ test-docs: tools ## Follow docs/quickstart.md, then docs/guide/, and docs/adopti
 	bash hack/docwalk.sh $(GUIDE_PAGES)
 	bash hack/docwalk.sh docs/adopting-kubebuilder.md
 
-# make test runs two chains at once (make -j2), each in order, every line of
-# output prefixed with its chain's name:
-#   test-local: generated files, vet, lint, unit, integration, the e2e suite on
-#     kwok, the docs walks;
-#   test-kind: the engine, kind and the node image (kind-build), then the kind
-#     suite (kind-only features: what a real node adds to the kwok suite).
-# On two cores one chain's builds fill the other's waits (module downloads,
-# debootstrap, clusters starting, polls): a cold run is not the sum of both.
+# make test runs in two phases, each two chains at once (make -j2), every line
+# of output prefixed with its chain's name:
+#   1. test-checks (generated files, vet, lint, unit, integration: no cluster)
+#      beside kind-build (the engine, kind, the node image);
+#   2. test-clusters (the e2e suite on kwok, the docs walks) beside test-kind
+#      (the kind features: what a real node adds to the kwok suite).
+# On two cores one chain fills the other's waits: on a cold cache the engine
+# and the node image build while the toolchain downloads and the checks run;
+# the suites, mostly waiting on clusters, run together.
 .PHONY: test
 test: ## Everything CI runs: generated files, vet, lint, unit, integration, e2e on kwok and on kind, the docs walks (quickstart and guide, kubebuilder).
-	@$(MAKE) --no-print-directory -j2 test-local.chain test-kind.chain
+	@$(MAKE) --no-print-directory -j2 test-checks.chain kind-build.chain
+	@$(MAKE) --no-print-directory -j2 test-clusters.chain test-kind.chain
+
+.PHONY: test-checks
+test-checks: verify-generated vet lint test-unit test-integration ## Generated files, vet, lint, unit and integration tests (no cluster).
+
+.PHONY: test-clusters
+test-clusters: test-e2e test-docs ## The e2e suite on kwok and the docs walks.
 
 .PHONY: test-local
-test-local: verify-generated vet lint test-unit test-integration test-e2e test-docs ## make test without kind: generated files, vet, lint, unit, integration, e2e on kwok, the docs walks.
+test-local: test-checks test-clusters ## make test without kind.
 
 # %.chain: make % (its prerequisites one at a time) with every output line
 # prefixed "[%] ".

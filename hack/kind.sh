@@ -31,8 +31,9 @@
 #
 # Usage:
 #   hack/kind.sh tools   build kind and the node's binaries; last line: bin dir
-#   hack/kind.sh image   build the node image (and load it into the engine);
-#                        last line: the image name
+#   hack/kind.sh image   build the node image (and load it into the engine,
+#                        which is left stopped if it was); last line: the
+#                        image name
 #   hack/kind.sh up      engine up, image, create (or reuse) the cluster; last
 #                        line: the kubeconfig path
 #   hack/kind.sh down    delete the cluster; stop the engine unless another
@@ -496,7 +497,16 @@ cmd_kubeconfig() {
 
 case "${1:-}" in
 tools) cmd_tools ;;
-image) cmd_image ;;
+image)
+	# Leave the engine as found: make test's kind-build must not leave a
+	# daemon behind when the other chain fails before the kind suite runs.
+	if [[ -S "${ENGINE_DIR:-$cluster_dir/engine}/docker.sock" ]]; then
+		cmd_image
+	else
+		cmd_image
+		bash "$repo/hack/engine.sh" down
+	fi
+	;;
 up) cmd_up ;;
 down) cmd_down ;;
 kubeconfig) cmd_kubeconfig ;;
