@@ -68,3 +68,16 @@ func TestHistogramQuantile(t *testing.T) {
 	// All in +Inf: the highest finite bound.
 	assert.Equal(t, 1.0, Histogram{Bounds: h.Bounds, Counts: []float64{0, 0, 0, 3}}.Quantile(0.5))
 }
+
+func TestProfiledGODEBUG(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                       "memprofilerate=4096",
+		"gctrace=1":              "gctrace=1,memprofilerate=4096",
+		"memprofilerate=1":       "memprofilerate=1",
+		"x=1,memprofilerate=512": "x=1,memprofilerate=512",
+	} {
+		if got := profiledGODEBUG(in); got != want {
+			t.Errorf("profiledGODEBUG(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -146,7 +146,7 @@ func run() error {
 	flag.BoolVar(&o.raw, "raw", true, "run the raw client's reference (the cluster's floor) first")
 	flag.BoolVar(&o.update, "update", true, "run the image update phase")
 	flag.IntVar(&o.reconcilers, "reconcilers", 4, "WebApps each operator reconciles at once (--max-concurrent-reconciles, the same for all three)")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "write each operator's CPU profile of every phase and its heap after it here, for `go tool pprof` (profiling costs CPU: report the figures of a run without it)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write each operator's CPU profile of every phase and its heap after it (sampled every 4 KiB) here, for `go tool pprof` (profiling costs CPU: report the figures of a run without it)")
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other; with -scale, one scale report) to -out, and exit")
 	flag.BoolVar(&o.simulatedRollouts, "simulated-rollouts", false, "on the bench's own cluster, kwok writes each Deployment's final rolled-out status 1-2 s after it changes (hack/stages/deployment-rolled-out.yaml) and kube-controller-manager runs no deployment, ReplicaSet, endpoints, EndpointSlice(-mirroring) or node-lifecycle controller: no ReplicaSets, Pods or Endpoints, and no in-between rollout statuses (make bench-scale)")
 	flag.BoolVar(&o.scale, "scale", false, "the scale run (make bench-scale): reconcilekit converges -n WebApps from zero, each operator restarts over them, reconcilekit deletes them; written to its own section of -out")
