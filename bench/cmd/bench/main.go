@@ -11,8 +11,8 @@
 // CLUSTER_DIR=.cluster/bench) and always tears it down, unless -use-cluster
 // names a running one (which must be on loopback and run
 // kube-controller-manager). Each operator runs in a child process: the
-// reconcilekit one is examples/webapp built as shipped, the baseline is
-// this binary re-executed as `bench operator baseline`.
+// reconcilekit one is examples/webapp built as shipped, the idiomatic and
+// baseline peers are bench/cmd/peer.
 package main
 
 import (
@@ -44,70 +44,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/reconcilekit/reconcilekit/bench"
-	"github.com/reconcilekit/reconcilekit/bench/baseline"
-	"github.com/reconcilekit/reconcilekit/bench/idiomatic"
 	"github.com/reconcilekit/reconcilekit/internal/kwoknodes"
 )
 
 const module = "github.com/reconcilekit/reconcilekit"
 
 func main() {
-	if len(os.Args) > 2 && os.Args[1] == "operator" && os.Args[2] == "baseline" {
-		if err := runBaseline(os.Args[3:]); err != nil {
-			fmt.Fprintln(os.Stderr, "bench operator baseline:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if len(os.Args) > 2 && os.Args[1] == "operator" && os.Args[2] == "idiomatic" {
-		if err := runIdiomatic(os.Args[3:]); err != nil {
-			fmt.Fprintln(os.Stderr, "bench operator idiomatic:", err)
-			os.Exit(1)
-		}
-		return
-	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-}
-
-// runBaseline is the child process of the baseline operator.
-func runBaseline(args []string) error {
-	fs := flag.NewFlagSet("operator baseline", flag.ContinueOnError)
-	addr := fs.String("metrics-bind-address", "127.0.0.1:8080", "where to serve controller-runtime's metrics")
-	pprofAddr := fs.String("pprof-bind-address", "", "where to serve Go's pprof endpoints (empty: nowhere)")
-	reconcilers := fs.Int("max-concurrent-reconciles", 1, "WebApps reconciled at once")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ctrl.SetLogger(zap.New())
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return err
-	}
-	return baseline.Run(ctrl.SetupSignalHandler(), cfg, baseline.RunOptions{MetricsAddr: *addr, PprofAddr: *pprofAddr, Reconcilers: *reconcilers})
-}
-
-// runIdiomatic is the child process of the idiomatic operator.
-func runIdiomatic(args []string) error {
-	fs := flag.NewFlagSet("operator idiomatic", flag.ContinueOnError)
-	addr := fs.String("metrics-bind-address", "127.0.0.1:8080", "where to serve controller-runtime's metrics")
-	namespace := fs.String("namespace", bench.SystemNamespace, "the operator's namespace: the route registry lives here")
-	shards := fs.Uint("registry-shards", 0, "spread the route registry over this many ConfigMaps (0: the single ConfigMap)")
-	pprofAddr := fs.String("pprof-bind-address", "", "where to serve Go's pprof endpoints (empty: nowhere)")
-	reconcilers := fs.Int("max-concurrent-reconciles", 1, "WebApps reconciled at once")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ctrl.SetLogger(zap.New())
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return err
-	}
-	return idiomatic.Run(ctrl.SetupSignalHandler(), cfg, idiomatic.RunOptions{
-		MetricsAddr: *addr, PprofAddr: *pprofAddr, Namespace: *namespace, Shards: uint32(*shards), Reconcilers: *reconcilers,
-	})
 }
 
 type options struct {
@@ -220,8 +166,11 @@ func run() error {
 	if err := goBuild(ctx, filepath.Join(repo, "examples"), ours, "./webapp"); err != nil { // examples/go.mod
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
+	// The peers run from a binary of their own, so that their heap holds
+	// nothing of the bench's (its figures' fonts alone are 0.2 MiB).
+	logf("building the idiomatic and baseline peers (bench/cmd/peer)")
+	peer := filepath.Join(work, "peer")
+	if err := goBuild(ctx, filepath.Join(repo, "bench"), peer, "./cmd/peer"); err != nil {
 		return err
 	}
 
@@ -342,11 +291,11 @@ func run() error {
 				"--namespace=" + bench.SystemNamespace, reconcilers}
 		},
 		Idiomatic: func(addr string) []string {
-			return []string{self, "operator", "idiomatic", "--metrics-bind-address=" + addr, "--namespace=" + bench.SystemNamespace,
+			return []string{peer, "idiomatic", "--metrics-bind-address=" + addr, "--namespace=" + bench.SystemNamespace,
 				fmt.Sprintf("--registry-shards=%d", o.registryShards), reconcilers}
 		},
 		Baseline: func(addr string) []string {
-			return []string{self, "operator", "baseline", "--metrics-bind-address=" + addr, reconcilers}
+			return []string{peer, "baseline", "--metrics-bind-address=" + addr, reconcilers}
 		},
 	}
 	if !peers["idiomatic"] {
