@@ -36,7 +36,7 @@ func init() {
 // logger, the one ctrl.SetLogger sets.
 var footprintLog = logf.Log.WithName("cache-footprint")
 
-// CacheOptions returns opts with the kit's two safeguards for a manager's
+// CacheOptions returns opts with the kit's three safeguards for a manager's
 // cache. Pass it the manager's cache options, as the last change to them:
 //
 //	ctrl.Options{Cache: reconciler.CacheOptions(cache.Options{ByObject: ...})}
@@ -63,10 +63,20 @@ var footprintLog = logf.Log.WithName("cache-footprint")
 // cache holds or does: it wraps opts.NewInformer and returns its informer
 // as is. CacheOptions panics if a kind is not in the scheme, a programming
 // error.
+//
+// Third, less memory per cached object: after the transform the options
+// set for a kind (such as cache.TransformStripManagedFields), each object
+// the cache stores has the strings of its metadata (namespace, label and
+// annotation keys and values, owner references' apiVersion, kind and name,
+// finalizers), of a built-in workload's pod template metadata and of a
+// Service's selector interned: held once for the whole process rather than
+// once per object. Values are unchanged; a cached Deployment and Service
+// pair holds about 600 bytes less (BenchmarkInternedCache).
 func CacheOptions(opts cache.Options, guarded ...client.Object) cache.Options {
 	if opts.NewInformer == nil {
 		opts.NewInformer = NewInformer
 	}
+	opts.NewInformer = interning(opts.NewInformer)
 	kinds := guarded
 	if len(kinds) == 0 {
 		kinds = []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}
