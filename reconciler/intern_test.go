@@ -2,15 +2,19 @@ package reconciler_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,5 +79,70 @@ func TestCacheOptionsInternsMetadata(t *testing.T) {
 				assert.True(t, same(k, k2), "label key %s", k)
 			}
 		}
+	}
+}
+
+// TestCacheOptionsSharedResourcesStayIsolated: two Deployments with the same
+// resources share one cached map, and a caller changing what the cached
+// client returned for one changes neither the other nor the cache.
+func TestCacheOptionsSharedResourcesStayIsolated(t *testing.T) {
+	ns := env.Namespace(t)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   reconciler.CacheOptions(cache.Options{}),
+	})
+	require.NoError(t, err)
+	ctx := testenv.RunManager(t, mgr)
+
+	limits := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
+	labels := map[string]string{"app": "web"}
+	for _, name := range []string{"a", "b"} {
+		require.NoError(t, env.Client.Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "web", Image: "web:v1", Resources: corev1.ResourceRequirements{Limits: limits}}},
+				}},
+			},
+		}))
+	}
+	get := func(name string) *appsv1.Deployment {
+		var d appsv1.Deployment
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)
+			return err == nil, client.IgnoreNotFound(err)
+		}))
+		return &d
+	}
+	a := get("a")
+	get("b")
+	limitsOf := func(d *appsv1.Deployment) corev1.ResourceList {
+		return d.Spec.Template.Spec.Containers[0].Resources.Limits
+	}
+
+	// The informer's own copies share the map.
+	inf, err := mgr.GetCache().GetInformer(ctx, &appsv1.Deployment{})
+	require.NoError(t, err)
+	store := inf.(toolscache.SharedIndexInformer).GetStore()
+	stored := func(name string) *appsv1.Deployment {
+		o, ok, err := store.GetByKey(ns + "/" + name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		return o.(*appsv1.Deployment)
+	}
+	require.Equal(t, reflect.ValueOf(limitsOf(stored("a"))).UnsafePointer(), reflect.ValueOf(limitsOf(stored("b"))).UnsafePointer(),
+		"the cache holds one map for both")
+
+	limitsOf(a)[corev1.ResourceCPU] = resource.MustParse("4")
+	a.Spec.Template.Labels["app"] = "changed"
+
+	for _, name := range []string{"a", "b"} {
+		d := get(name)
+		cpu := limitsOf(d)[corev1.ResourceCPU]
+		assert.Equal(t, "500m", cpu.String(), "Deployment %s", name)
+		assert.Equal(t, "web", d.Spec.Template.Labels["app"], "Deployment %s", name)
+		assert.Equal(t, "web", d.Labels["app"], "Deployment %s", name)
 	}
 }
