@@ -423,7 +423,8 @@ func (r *Report) Markdown() string {
 	}
 
 	b.WriteString("## 4. Memory\n\n")
-	b.WriteString("Each operator runs in a child process of its own. Heap: the bytes the Go runtime found live in a GC cycle\n")
+	b.WriteString("Each operator runs in a child process of its own (reconcilekit: examples/webapp as released; the peers:\n")
+	b.WriteString("`bench/cmd/peer`, which links nothing of the bench). Heap: the bytes the Go runtime found live in a GC cycle\n")
 	b.WriteString("completed after the operator went idle (`/gc/heap/live:bytes`, read from the operator's metrics; the runtime\n")
 	b.WriteString("forces a cycle at least every 2 minutes, so no hook in the operator is needed). RSS: `VmRSS` of the process.\n")
 	b.WriteString("Per WebApp is the figure divided by N, fixed costs (the runtime, the client, the informers) included;\n")

@@ -25,7 +25,7 @@ func (t *interner) internKind(obj any) {
 			c := &o.Status.Conditions[i]
 			c.Type = appsv1.DeploymentConditionType(t.of(string(c.Type)))
 			c.Status = corev1.ConditionStatus(t.of(string(c.Status)))
-			c.Reason, c.Message = t.of(c.Reason), t.of(c.Message)
+			c.Reason = t.of(c.Reason) // not the message, mostly the object's own
 		}
 	case *appsv1.StatefulSet:
 		t.podTemplate(&o.Spec.Template)
@@ -41,7 +41,7 @@ func (t *interner) internKind(obj any) {
 		conds := o.GetConditions()
 		for i := range conds {
 			c := &conds[i]
-			c.Type, c.Reason, c.Message = t.of(c.Type), t.of(c.Reason), t.of(c.Message)
+			c.Type, c.Reason = t.of(c.Type), t.of(c.Reason)
 			c.Status = metav1.ConditionStatus(t.of(string(c.Status)))
 		}
 	}
@@ -133,14 +133,13 @@ func (t *interner) resources(l corev1.ResourceList) corev1.ResourceList {
 	if c, ok := t.lists[string(key)]; ok {
 		return c
 	}
-	if t.n.Load() >= internMaxStrings {
+	if t.size() >= internMaxStrings {
 		return l
 	}
 	if t.lists == nil {
 		t.lists = map[string]corev1.ResourceList{}
 	}
 	t.lists[string(key)] = l
-	t.n.Add(1)
 	return l
 }
 
