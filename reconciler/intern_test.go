@@ -29,6 +29,7 @@ import (
 // stripped, hold their common metadata strings once, with every value as
 // the API server has it.
 func TestCacheOptionsInternsMetadata(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  env.Scheme,
@@ -90,6 +91,7 @@ func TestCacheOptionsInternsMetadata(t *testing.T) {
 // resources share one cached map, and a caller changing what the cached
 // client returned for one changes neither the other nor the cache.
 func TestCacheOptionsSharedResourcesStayIsolated(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  env.Scheme,
