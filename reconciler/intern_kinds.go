@@ -122,25 +122,7 @@ func (t *interner) resources(l corev1.ResourceList) corev1.ResourceList {
 		key = append(key, q.Format...)
 		key = append(key, ';')
 	}
-	t.mu.RLock()
-	c, ok := t.lists[string(key)]
-	t.mu.RUnlock()
-	if ok {
-		return c
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.lists[string(key)]; ok {
-		return c
-	}
-	if t.size() >= internMaxStrings {
-		return l
-	}
-	if t.lists == nil {
-		t.lists = map[string]corev1.ResourceList{}
-	}
-	t.lists[string(key)] = l
-	return l
+	return canonical(t, &t.lists, string(key), func() corev1.ResourceList { return l })
 }
 
 // sameMap returns other when it holds what m does: an object whose pod

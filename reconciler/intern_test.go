@@ -18,26 +18,34 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler"
 )
 
+// runCachedManager starts a manager whose cache is CacheOptions(opts), and
+// returns it once its cache has started.
+func runCachedManager(t *testing.T, opts cache.Options) (manager.Manager, context.Context) {
+	t.Helper()
+	testenv.Require(t)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   reconciler.CacheOptions(opts),
+	})
+	require.NoError(t, err)
+	return mgr, testenv.RunManager(t, mgr)
+}
+
 // TestCacheOptionsInternsMetadata: two Services the API server sent apart,
 // read through a cache built by CacheOptions after managedFields are
 // stripped, hold their common metadata strings once, with every value as
 // the API server has it.
 func TestCacheOptionsInternsMetadata(t *testing.T) {
-	testenv.Require(t)
+	mgr, ctx := runCachedManager(t, cache.Options{DefaultTransform: cache.TransformStripManagedFields()})
 	ns := env.Namespace(t)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  env.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   reconciler.CacheOptions(cache.Options{DefaultTransform: cache.TransformStripManagedFields()}),
-	})
-	require.NoError(t, err)
-	ctx := testenv.RunManager(t, mgr)
 
 	labels := map[string]string{"app.kubernetes.io/name": "web", "app.kubernetes.io/managed-by": "test"}
 	for _, name := range []string{"a", "b"} {
@@ -91,15 +99,8 @@ func TestCacheOptionsInternsMetadata(t *testing.T) {
 // resources share one cached map, and a caller changing what the cached
 // client returned for one changes neither the other nor the cache.
 func TestCacheOptionsSharedResourcesStayIsolated(t *testing.T) {
-	testenv.Require(t)
+	mgr, ctx := runCachedManager(t, cache.Options{})
 	ns := env.Namespace(t)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  env.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   reconciler.CacheOptions(cache.Options{}),
-	})
-	require.NoError(t, err)
-	ctx := testenv.RunManager(t, mgr)
 
 	limits := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
 	labels := map[string]string{"app": "web"}
