@@ -1,8 +1,8 @@
 # reconcilekit — kubebuilder-style targets. `make help` lists them.
 #
 # The test toolchain (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kwok, kwokctl, controller-gen, golangci-lint) is
-# built from source by hack/tools.sh into a cache outside the checkout, so no
+# kube-scheduler, kubectl, kwok, kwokctl, controller-gen, golangci-lint, helm,
+# kind and the kind node's binaries) is built from source by hack/tools.sh into a cache outside the checkout, so no
 # Docker engine and no binary download is needed.
 
 SHELL := /usr/bin/env bash
@@ -13,9 +13,8 @@ SHELL := /usr/bin/env bash
 TOOLS_BIN ?= $(shell bash hack/tools.sh --dir)
 export TOOLS_BIN
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen
-GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 # golangci-lint with the Kubernetes API linter compiled in (hack/tools/lint).
-GOLANGCI_KAL := $(TOOLS_BIN)/golangci-lint-kal
+GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 KUBECTL := $(TOOLS_BIN)/kubectl
 # envtest finds etcd and kube-apiserver here.
 export KUBEBUILDER_ASSETS := $(TOOLS_BIN)
@@ -60,7 +59,7 @@ help: ## List the targets.
 ##@ Tooling
 
 .PHONY: tools
-tools: ## Build the test toolchain from source into the cache (first run ~10 min, then seconds).
+tools: ## Build the test toolchain from source into the cache (first run ~20 min on two cores, then seconds).
 	@bash hack/tools.sh >/dev/null
 	@mkdir -p bin && ln -sfn "$(TOOLS_BIN)" bin/tools
 
@@ -109,7 +108,7 @@ vet: ## Run go vet in every module (with the e2e build tag, so e2e code is check
 lint: tools ## Run golangci-lint (every module), the kube-api-linter, and the API compatibility check (api-check).
 	@$(call each-module,$(GOLANGCI_LINT) run --build-tags e2e ./...,$(MODULES) $(E2E_MODULE))
 	@failed=; for d in $(API_DIRS); do echo ">>> kube-api-linter $$d"; \
-		(cd "$$d" && $(GOLANGCI_KAL) run -c "$(CURDIR)/.golangci-kal.yml" ./...) || failed="$$failed $$d"; done; \
+		(cd "$$d" && $(GOLANGCI_LINT) run -c "$(CURDIR)/.golangci-kal.yml" ./...) || failed="$$failed $$d"; done; \
 		if [[ -n "$$failed" ]]; then echo "kube-api-linter failed in:$$failed" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory api-check
 
@@ -172,9 +171,10 @@ test-clusters: test-e2e test-docs ## The e2e suite on kwok and the docs walks.
 test-local: test-checks test-clusters ## Generated files, vet, lint, unit, integration, e2e on kwok, the docs walks, one after another.
 
 # %.chain: make % (its prerequisites one at a time) with every output line
-# prefixed "[%] ".
+# prefixed "[% HH:MM:SS] ", so a log shows where a run's time went.
 %.chain:
-	@MAKEFLAGS="$(filter-out -j% --jobserver%,$(MAKEFLAGS))" $(MAKE) --no-print-directory $* 2>&1 | sed -u 's/^/[$*] /'
+	@MAKEFLAGS="$(filter-out -j% --jobserver%,$(MAKEFLAGS))" $(MAKE) --no-print-directory $* 2>&1 | \
+		while IFS= read -r line; do printf '[%s %(%H:%M:%S)T] %s\n' '$*' -1 "$$line"; done
 
 ##@ Benchmarks
 
@@ -289,9 +289,10 @@ kind-deploy: kind-load ## kind-load, then `make deploy` to the kind cluster.
 
 # Everything the kind suite needs built, before its clock starts: the engine
 # (which needs nothing else, so it builds while hack/tools.sh may still run
-# for the other chain), then the toolchain, kind and the node image.
+# for the other chain), then the toolchain (kind and the node's binaries are
+# among its tools) and the node image.
 .PHONY: kind-build
-kind-build: ## Build the engine, kind, the node's binaries and the node image (cold ~25 min, then seconds).
+kind-build: ## Build the engine, the toolchain (kind and the node's binaries included) and the node image (cold ~25 min beside make tools, then seconds).
 	@bash hack/engine.sh build >/dev/null
 	@bash hack/tools.sh >/dev/null
 	@bash hack/kind.sh image >/dev/null

@@ -96,7 +96,7 @@
 // The suite then does what a developer would: the web image its WebApps and
 // Jobs run, under every name they use,
 //
-//	docker build -t reconcilekit/web:dev -t registry.example.com/web:v1.0.0 ... hack/kindtools/web
+//	docker build -t reconcilekit/web:dev -t registry.example.com/web:v1.0.0 ... hack/web
 //	kind load docker-image reconcilekit/web:dev --name reconcilekit-e2e         # and each other name
 //
 // and the operator stage
@@ -119,7 +119,7 @@
 // kind_test.go runs only on E2E_PROVIDER=kind with the operator deployed
 // (E2E_OPERATOR=deployment) and skips elsewhere: on kwok no container runs.
 // The host still talks only to the apiserver; requests inside the cluster
-// come from Jobs running the web image (hack/kindtools/web, built by
+// come from Jobs running the web image (hack/web, built by
 // hack/image.sh) as a client, `web -get URL`, which retries until its
 // -deadline and exits 0 only on the expected status (and certificate
 // fingerprint, with -cert-sha256). The features:

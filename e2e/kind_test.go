@@ -44,7 +44,7 @@ import (
 // everywhere else (kwok's node never runs a container, and pod and Service
 // IPs there are fake). Nothing here connects from the host to a pod or a
 // Service: traffic inside the cluster is sent by Jobs running the suite's
-// web image (hack/kindtools/web) in client mode, `web -get URL`, and the
+// web image (hack/web) in client mode, `web -get URL`, and the
 // test reads their exit status and logs through the apiserver.
 
 // Names on the kind cluster, from hack/image.sh and examples/webapp/config.

@@ -15,7 +15,7 @@ import (
 )
 
 // webImages are the names the suite's WebApps and e2e/kind_test.go's Jobs
-// run the web server under (hack/kindtools/web); no node can pull them, so
+// run the web server under (hack/web); no node can pull them, so
 // every one is built and loaded. hack/image.sh's WEB_IMG and WEB_ALIASES
 // default to the same list.
 var webImages = []string{
@@ -27,7 +27,7 @@ var webImages = []string{
 // Docker and kind. e2e-framework's kind support creates the cluster (the
 // public node image, unless KIND_NODE_IMAGE names another; KIND_CONFIG, a
 // kind cluster configuration), then the web image is built by `docker
-// build` from hack/kindtools/web/Dockerfile and `kind load`ed under every
+// build` from hack/web/Dockerfile and `kind load`ed under every
 // name in webImages. The operator image comes from
 // examples/webapp/Dockerfile (webappOperator.setupDeployment).
 type dockerKind struct {
@@ -58,7 +58,7 @@ func (c *dockerKind) Create(ctx context.Context, args ...string) (string, error)
 	if err != nil {
 		return kubeconfig, err
 	}
-	web := filepath.Join(c.opts.RepoRoot, "hack", "kindtools", "web")
+	web := filepath.Join(c.opts.RepoRoot, "hack", "web")
 	if err := dockerBuild(ctx, c.opts, web, filepath.Join(web, "Dockerfile"), webImages...); err != nil {
 		return kubeconfig, err
 	}

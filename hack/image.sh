@@ -8,7 +8,7 @@
 #     binary compiled on this host, because neither golang:1.26 nor
 #     gcr.io/distroless/static can be pulled here. /etc/passwd and /etc/group
 #     name the nonroot user as distroless does.
-#   - a tiny HTTP server for the WebApps' pods (hack/kindtools/web, port
+#   - a tiny HTTP server for the WebApps' pods (hack/web, port
 #     8080), tagged $WEB_IMG (default reconcilekit/web:dev) and with the names
 #     the sample WebApp (registry.example.com/web:v2.1.0) and the e2e suite's
 #     WebApps ask for ($WEB_ALIASES), so that their pods really run. The
@@ -73,7 +73,7 @@ cmd_build() {
 	scratch_image "$ctx" webapp-operator "$img"
 	rm -rf "${ctx:?}"/*
 	say "building $web_img ($web_aliases)"
-	(cd "$repo/hack/kindtools" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$ctx/bin" ./web)
+	(cd "$repo/hack/web" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$ctx/bin" .)
 	# shellcheck disable=SC2086 # a list of names
 	scratch_image "$ctx" web "$web_img" $web_aliases
 	rm -rf "$ctx"

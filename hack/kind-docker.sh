@@ -8,7 +8,7 @@
 # Dockerfiles tagged by hack/image.sh stand-ins (a laptop pulls them), and
 # `docker build --network host` (the engine has no default bridge; a
 # laptop's Docker has one). What the suite does is the laptop's: docker
-# build examples/webapp/Dockerfile and hack/kindtools/web/Dockerfile, kind
+# build examples/webapp/Dockerfile and hack/web/Dockerfile, kind
 # load, the e2e suite on kind.
 #
 # Usage: hack/kind-docker.sh [-n]   (-n: print the command, run nothing)

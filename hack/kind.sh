@@ -8,12 +8,11 @@
 # sigs.k8s.io/kind module):
 #   - a Debian bookworm root filesystem made with debootstrap (systemd and the
 #     packages kind's base image installs), with kind's files from the module;
-#   - containerd, its runc shim and runc from hack/engine.sh's cache; crictl
-#     and the CNI plugins (ptp, host-local, loopback, portmap) built from the
-#     Go module proxy;
-#   - kubelet, kubeadm, kube-proxy and CoreDNS (hack/kindtools/coredns: only
-#     the plugins the Corefile uses) from the hack/kindtools module, kubectl
-#     and the control plane from hack/tools;
+#   - containerd, its runc shim and runc from hack/engine.sh's cache;
+#   - kind itself, kubelet, kubeadm, kube-proxy, crictl, the CNI plugins (ptp,
+#     host-local, loopback, portmap), CoreDNS (hack/tools/coredns: only the
+#     plugins the Corefile uses), pause, kubectl and the control plane, all
+#     from the toolchain hack/tools.sh builds (the hack/tools module);
 #   - every image `kubeadm config images list` names, built here and imported
 #     under that exact name into the node's containerd (content only, as kind
 #     does): kube-apiserver, kube-controller-manager, kube-scheduler, etcd,
@@ -30,7 +29,8 @@
 # failCgroupV1: false.
 #
 # Usage:
-#   hack/kind.sh tools   build kind and the node's binaries; last line: bin dir
+#   hack/kind.sh tools   build kind and the node's binaries (hack/tools.sh);
+#                        last line: their bin dir
 #   hack/kind.sh image   build the node image (and load it into the engine,
 #                        which is left stopped if it was); last line: the
 #                        image name
@@ -55,11 +55,10 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
+# kind's, crictl's, the CNI plugins' and CoreDNS's versions are
+# hack/tools/go.mod's; the node runs the Kubernetes release hack/tools.sh
+# builds.
 K8S_VERSION=v1.37.2
-KIND_VERSION=v0.33.0
-CRICTL_VERSION=v1.37.0
-CNI_PLUGINS_VERSION=v1.9.1
-# CoreDNS's version is hack/kindtools/go.mod's (github.com/coredns/coredns).
 DEBIAN_SUITE=bookworm
 # Bump when the node image's recipe below changes.
 NODE_REVISION=2
@@ -69,9 +68,10 @@ cluster_dir=${CLUSTER_DIR:-$repo/.cluster}
 kubeconfig=$cluster_dir/$name.kind-kubeconfig
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache_root=${RECONCILEKIT_CACHE:-$HOME/.cache/reconcilekit}
-sum=$(sha256sum "$repo/hack/kindtools/go.sum" | cut -c1-12)
-kdir="$cache_root/kind-$KIND_VERSION-k8s-$K8S_VERSION-crictl-$CRICTL_VERSION-cni-$CNI_PLUGINS_VERSION-$sum"
-bin=$kdir/bin
+# The node image's work and the images it is made of; its binaries are in
+# the toolchain's bin directory, whose name is keyed on hack/tools/go.sum.
+bin=${TOOLS_BIN:-$(bash "$repo/hack/tools.sh" --dir)}
+kdir="$cache_root/kind-node-$K8S_VERSION-$(sha256sum "$repo/hack/tools/go.sum" | cut -c1-12)"
 # Debian packages debootstrap fetched, reused by the next build.
 debs=$cache_root/debootstrap-$DEBIAN_SUITE-debs
 
@@ -88,74 +88,26 @@ kind() {
 		KIND_EXPERIMENTAL_PROVIDER=docker "$bin/kind" "$@"
 }
 
-# gobuild NAME REF: go install REF (module@version) as $bin/NAME.
-gobuild() {
-	local name=$1 ref=$2
-	[[ -x "$bin/$name" ]] && return 0
-	say "building $name ($ref)"
-	local tmp start=$SECONDS
-	tmp=$(mktemp -d)
-	GOBIN="$tmp" CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install -trimpath -ldflags "-s -w" "$ref" >&2
-	mv "$tmp/$(basename "${ref%@*}")" "$bin/$name"
-	rm -rf "$tmp"
-	say "built $name in $((SECONDS - start))s"
-}
-
-# kbuild NAME PACKAGE: go build PACKAGE from hack/kindtools (k8s.io/kubernetes
-# with its version stamped as hack/tools.sh does).
-kbuild() {
-	local name=$1 pkg=$2
-	[[ -x "$bin/$name" ]] && return 0
-	say "building $name ($pkg)"
-	local major minor ldflags="" p start=$SECONDS
-	major=${K8S_VERSION#v}
-	major=${major%%.*}
-	minor=${K8S_VERSION#v*.}
-	minor=${minor%%.*}
-	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-		ldflags+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor"
-		ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
-	done
-	(cd "$repo/hack/kindtools" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOWORK=off \
-		go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/$name.tmp" "$pkg") >&2
-	mv "$bin/$name.tmp" "$bin/$name"
-	say "built $name in $((SECONDS - start))s"
-}
-
 cmd_tools() {
-	mkdir -p "$bin"
-	gobuild kind "sigs.k8s.io/kind@$KIND_VERSION"
-	kbuild kubelet k8s.io/kubernetes/cmd/kubelet
-	kbuild kubeadm k8s.io/kubernetes/cmd/kubeadm
-	kbuild kube-proxy k8s.io/kubernetes/cmd/kube-proxy
-	kbuild pause ./pause
-	gobuild crictl "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
-	local p
-	for p in main/ptp main/loopback ipam/host-local meta/portmap; do
-		gobuild "cni-${p#*/}" "github.com/containernetworking/plugins/plugins/$p@$CNI_PLUGINS_VERSION"
-	done
-	kbuild coredns ./coredns
+	bash "$repo/hack/tools.sh" >/dev/null
 	echo "$bin"
 }
 
 kind_module_dir() {
-	(cd "$repo/hack/kindtools" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kind@$KIND_VERSION") |
-		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+	(cd "$repo/hack/tools" && GOWORK=off go list -m -f '{{.Dir}}' sigs.k8s.io/kind)
 }
 
 # The node image's name: its recipe revision and every cache key it is made of.
 node_image() {
-	local tools_bin key
-	tools_bin=${TOOLS_BIN:-$(bash "$repo/hack/tools.sh" --dir)}
-	key=$(printf '%s\n' "$engine_bin" "$kdir" "$tools_bin" "$NODE_REVISION" "$DEBIAN_SUITE" | sha256sum | cut -c1-12)
+	local key
+	key=$(printf '%s\n' "$engine_bin" "$kdir" "$bin" "$NODE_REVISION" "$DEBIAN_SUITE" | sha256sum | cut -c1-12)
 	echo "reconcilekit/kind-node:$K8S_VERSION-$key"
 }
 
 # build_images DIR: build the images kubeadm needs with the engine and save
 # each as DIR/<n>.tar (docker archive).
 build_images() {
-	local out=$1 tools_bin ctx list img short
-	tools_bin=${TOOLS_BIN:-$("$repo/hack/tools.sh" | tail -n 1)}
+	local out=$1 ctx list img short
 	list=$("$bin/kubeadm" config images list --kubernetes-version "$K8S_VERSION" 2>/dev/null)
 	say "kubeadm wants: $(echo $list)"
 	ctx=$(mktemp -d)
@@ -165,7 +117,7 @@ build_images() {
 		rm -rf "${ctx:?}"/*
 		case $short in
 		kube-apiserver | kube-controller-manager | kube-scheduler | etcd)
-			cp "$tools_bin/$short" "$ctx/$short"
+			cp "$bin/$short" "$ctx/$short"
 			printf 'FROM scratch\nCOPY %s /usr/local/bin/%s\nENTRYPOINT ["/usr/local/bin/%s"]\n' "$short" "$short" "$short" >"$ctx/Dockerfile"
 			;;
 		coredns)
@@ -251,6 +203,7 @@ cmd_image() {
 		return 0
 	fi
 	tarball=$kdir/node-${image##*:}.tar
+	mkdir -p "$kdir"
 	if [[ ! -f "$tarball" ]]; then
 		build_node_rootfs "$tarball"
 	fi
@@ -264,8 +217,7 @@ cmd_image() {
 }
 
 build_node_rootfs() {
-	local tarball=$1 start=$SECONDS tools_bin kindmod root images
-	tools_bin=${TOOLS_BIN:-$("$repo/hack/tools.sh" | tail -n 1)}
+	local tarball=$1 start=$SECONDS kindmod root images
 	kindmod=$(kind_module_dir)
 	[[ -d "$kindmod/images/base/files" ]] || die "kind module files not found (got '$kindmod')"
 	root=$(mktemp -d "$kdir/rootfs.XXXXXX")
@@ -311,7 +263,7 @@ build_node_rootfs() {
 	mkdir -p "$root/opt/cni/bin"
 	local p
 	for p in ptp loopback host-local portmap; do install -m 0755 "$bin/cni-$p" "$root/opt/cni/bin/$p"; done
-	install -m 0755 "$bin"/{kubelet,kubeadm} "$tools_bin/kubectl" "$root/usr/bin/"
+	install -m 0755 "$bin"/{kubelet,kubeadm} "$bin/kubectl" "$root/usr/bin/"
 	chroot "$root" sh -c 'ctr oci spec | jq ".hooks.createContainer[.hooks.createContainer| length] |= . + {\"path\": \"/kind/bin/mount-product-files.sh\"}" | jq "del(.process.rlimits)" > /etc/containerd/cri-base.json'
 	[[ -s "$root/etc/containerd/cri-base.json" ]] || die "cri-base.json is empty"
 
@@ -392,7 +344,7 @@ build_node_rootfs() {
 
 exists() { kind get clusters 2>/dev/null | grep -qx "$name"; }
 
-kubectl() { "${TOOLS_BIN:-$(bash "$repo/hack/tools.sh" --dir)}/kubectl" --kubeconfig "$kubeconfig" --cache-dir "$cluster_dir/kubectl-cache" "$@"; }
+kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" --cache-dir "$cluster_dir/kubectl-cache" "$@"; }
 
 # write_config: the cluster configuration (no kindnetd, the kubelet on
 # cgroupfs, the control plane's CPU requests patched); prints its path.

@@ -2,22 +2,33 @@
 # Builds the test toolchain from source into a cache outside the checkout and
 # prints the bin directory on its last line.
 #
-# Nothing here downloads a prebuilt binary: the control plane (etcd,
-# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) is compiled
-# from the Go module proxy by the tools module in hack/tools, and kwok,
-# kwokctl, controller-gen and golangci-lint are `go install`ed from their own
-# modules. A binary that is already in the cache is never rebuilt, so a second
-# run returns in seconds; the cache key is the set of versions below plus a
-# hash of hack/tools/go.sum, so changing a pin builds into a fresh directory.
+# Nothing here downloads a prebuilt binary. Every tool the tests and the
+# clusters run is a `tool` of the one module in hack/tools, built by one
+# `go build`: the control plane (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl), kwok and kwokctl,
+# controller-gen, helm, metrics-server, and kind with its node's binaries
+# (kubelet, kubeadm, kube-proxy, crictl, the CNI plugins, pause, and CoreDNS
+# from hack/tools/coredns with only the plugins its Corefile uses). One module
+# graph holds one version of every package they share (k8s.io/api,
+# client-go, grpc, ...), so a cold build compiles each once: `go install`ed
+# from their own modules, kwok, controller-gen, helm, metrics-server and the
+# node's binaries each compiled their own copy (258 MB of Go source for these
+# tools then, 122 MB in one graph, counted with `go list -deps`). Measured
+# cold on two idle cores before metrics-server joined the graph, the whole
+# toolchain took 21.5 minutes, 4 of them metrics-server's build of its own.
 #
-# golangci-lint-kal is golangci-lint with the Kubernetes API linter
-# (sigs.k8s.io/kube-api-linter) compiled in as a module plugin, built from the
-# small module in hack/tools/lint (what `golangci-lint custom` generates, without
-# its git clone). It is keyed on its own: a stamp next to the binary records a
-# hash of hack/tools/lint/go.sum, and a different hash rebuilds that binary only
-# (about a minute), never the control plane. helm is built the same way from
-# hack/helmtool, metrics-server from hack/metricsserver and apidiff from
-# hack/apidifftool.
+# A binary that is already in the cache is never rebuilt, so a second run
+# returns in seconds; the cache key is the Kubernetes and golangci-lint
+# versions below plus a hash of hack/tools/go.sum, so changing a pin builds
+# into a fresh directory.
+#
+# Built apart, each keyed on its own module's go.sum (a stamp next to the
+# binary records the hash; a different hash rebuilds that binary only):
+# golangci-lint, with the Kubernetes API linter (sigs.k8s.io/kube-api-linter)
+# and logcheck compiled in as module plugins, from the small module in
+# hack/tools/lint (what `golangci-lint custom` generates, without its git
+# clone; one binary serves `make lint` and the API linter), and apidiff from
+# hack/apidifftool: neither shares packages with the rest.
 #
 # Usage: hack/tools.sh          build what is missing, print the bin directory
 #        hack/tools.sh --dir    print the bin directory, build nothing
@@ -29,10 +40,14 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 
+# The Kubernetes release the control plane and the kind node run; kwok's,
+# controller-gen's, helm's and kind's versions are hack/tools/go.mod's.
 K8S_VERSION=v1.37.2
-KWOK_VERSION=v0.8.0
-CONTROLLER_TOOLS_VERSION=v0.23.0
 GOLANGCI_LINT_VERSION=v2.15.0
+modver() { awk -v m="$1" '$1 == m {print $2} $1 == "require" && $2 == m {print $3}' "$here/tools/go.mod"; }
+KWOK_VERSION=$(modver sigs.k8s.io/kwok)
+CONTROLLER_TOOLS_VERSION=$(modver sigs.k8s.io/controller-tools)
+HELM_VERSION=$(modver helm.sh/helm/v4)
 
 sum=$(sha256sum "$here/tools/go.sum" | cut -c1-12)
 cache_root=${RECONCILEKIT_CACHE:-$HOME/.cache/reconcilekit}
@@ -66,19 +81,10 @@ announced=
 announce() {
 	if [[ -z "$announced" ]]; then
 		say "building the test toolchain from source into $bin"
-		say "a cold build takes about ten minutes on two cores; later runs reuse the cache"
+		say "a cold build takes about 20 minutes on two cores; later runs reuse the cache"
 		announced=1
 	fi
 	say "building $1"
-}
-
-# build_tool NAME PACKAGE [LDFLAGS]: go build PACKAGE from the tools module.
-build_tool() {
-	local name=$1 pkg=$2 ldflags=${3:-}
-	want "$name" || return 0
-	announce "$name ($pkg)"
-	(cd "$here/tools" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/$name.tmp" "$pkg")
-	mv "$bin/$name.tmp" "$bin/$name"
 }
 
 # build_keyed_tool NAME MODULE_DIR PACKAGE [LDFLAGS]: go build PACKAGE from its
@@ -98,60 +104,88 @@ build_keyed_tool() {
 	echo "$key" >"$stamp"
 }
 
-# install_tool NAME MODULE/PATH@VERSION: go install from the tool's own module.
-install_tool() {
-	local name=$1 ref=$2
-	want "$name" || return 0
-	announce "$name ($ref)"
-	local tmp
-	tmp=$(mktemp -d)
-	GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "$ref"
-	mv "$tmp/$name" "$bin/$name"
-	rm -rf "$tmp"
-}
+# The tools of hack/tools/go.mod, as NAME=PACKAGE (NAME is the binary).
+module_tools=(
+	etcd=go.etcd.io/etcd/server/v3
+	kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver
+	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
+	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+	kubectl=k8s.io/kubernetes/cmd/kubectl
+	kwok=sigs.k8s.io/kwok/cmd/kwok
+	kwokctl=sigs.k8s.io/kwok/cmd/kwokctl
+	controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen
+	helm=helm.sh/helm/v4/cmd/helm
+	kind=sigs.k8s.io/kind
+	kubelet=k8s.io/kubernetes/cmd/kubelet
+	kubeadm=k8s.io/kubernetes/cmd/kubeadm
+	kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
+	crictl=sigs.k8s.io/cri-tools/cmd/crictl
+	cni-ptp=github.com/containernetworking/plugins/plugins/main/ptp
+	cni-loopback=github.com/containernetworking/plugins/plugins/main/loopback
+	cni-host-local=github.com/containernetworking/plugins/plugins/ipam/host-local
+	cni-portmap=github.com/containernetworking/plugins/plugins/meta/portmap
+	coredns=./coredns
+	pause=./pause
+)
+# metrics-server, for clusters that hack/cluster.sh starts with
+# KWOK_METRICS_SERVER=1 (the HorizontalPodAutoscaler e2e assessment): a go
+# build of its own, for its version stamp only (kwokctl parses
+# `metrics-server --version`, which is client-go's version, so it has to be
+# the metrics-server release's, not Kubernetes'); its packages are compiled
+# by the build above.
+metrics_server=metrics-server=sigs.k8s.io/metrics-server/cmd/metrics-server
 
+# Versions stamped in as each project's release build does: Kubernetes'
+# (component-base and client-go, which kwokctl and kind read back with
+# --version), controller-gen's (written into every CRD it generates) and
+# helm's. An -X for a package a binary does not link is ignored.
 major=${K8S_VERSION#v}
 major=${major%%.*}
 minor=${K8S_VERSION#v*.}
 minor=${minor%%.*}
-k8s_ldflags=""
+ldflags="-X sigs.k8s.io/controller-tools/pkg/version.version=$CONTROLLER_TOOLS_VERSION"
+ldflags+=" -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	k8s_ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-	k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+	ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+	ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
 
-build_tool etcd go.etcd.io/etcd/server/v3
-build_tool kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
-build_tool kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_ldflags"
-build_tool kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
-build_tool kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
-install_tool kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-install_tool kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
-install_tool controller-gen "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"
-install_tool golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
-# The API linter's golangci-lint must be the same release as the one above.
+# build_module_tools LDFLAGS NAME=PACKAGE...: one go build of the missing
+# ones, from hack/tools. go build -o DIR/ names a binary after its package's
+# last path element, less a major version suffix (go.etcd.io/etcd/server/v3
+# is "server").
+build_module_tools() {
+	local flags=$1 t names=() pkgs=() out tmp
+	shift
+	for t in "$@"; do
+		want "${t%%=*}" || continue
+		names+=("${t%%=*}")
+		pkgs+=("${t#*=}")
+	done
+	((${#pkgs[@]})) || return 0
+	announce "${names[*]} (hack/tools, one go build)"
+	tmp=$(mktemp -d "$bin/.build.XXXXXX")
+	(cd "$here/tools" && go build -trimpath -ldflags "-s -w $flags" -o "$tmp/" "${pkgs[@]}")
+	for t in "${!names[@]}"; do
+		out=${pkgs[t]}
+		[[ "$out" =~ /v[0-9]+$ ]] && out=${out%/*}
+		mv "$tmp/${out##*/}" "$bin/${names[t]}"
+	done
+	rm -rf "$tmp"
+}
+build_module_tools "$ldflags" "${module_tools[@]}"
+ms_version=$(modver sigs.k8s.io/metrics-server)
+build_module_tools "-X k8s.io/client-go/pkg/version.gitVersion=$ms_version -X k8s.io/client-go/pkg/version.gitCommit=$ms_version -X k8s.io/client-go/pkg/version.buildDate=1970-01-01T00:00:00Z" "$metrics_server"
+
+# The golangci-lint release hack/tools/lint builds is the one the cache key names.
 if ! grep -q "github.com/golangci/golangci-lint/v2 $GOLANGCI_LINT_VERSION\$" "$here/tools/lint/go.mod"; then
 	say "error: hack/tools/lint/go.mod does not pin github.com/golangci/golangci-lint/v2 $GOLANGCI_LINT_VERSION"
 	exit 1
 fi
-build_keyed_tool golangci-lint-kal "$here/tools/lint" .
-# helm, for `make helm-*` and docs/deploying.md (the chart's tests use Helm's
-# Go library in packaging/ instead). Keyed on hack/helmtool/go.sum; its
-# version is the one that module pins.
-helm_version=$(awk '$1 == "helm.sh/helm/v4" {print $2} $1 == "require" && $2 == "helm.sh/helm/v4" {print $3}' "$here/helmtool/go.mod")
-build_keyed_tool helm "$here/helmtool" helm.sh/helm/v4/cmd/helm "-X helm.sh/helm/v4/internal/version.version=$helm_version"
-
+build_keyed_tool golangci-lint "$here/tools/lint" .
 # apidiff, for the API compatibility check in make lint (hack/apicheck.sh).
 # Keyed on hack/apidifftool/go.sum; its version is the one that module pins.
 build_keyed_tool apidiff "$here/apidifftool" golang.org/x/exp/cmd/apidiff
-
-# metrics-server, for clusters that hack/cluster.sh starts with
-# KWOK_METRICS_SERVER=1 (the HorizontalPodAutoscaler e2e assessment). Keyed on
-# hack/metricsserver/go.sum; the version is stamped in so that kwokctl, which
-# parses `metrics-server --version`, sees the release that module pins.
-ms_version=$(awk '$1 == "sigs.k8s.io/metrics-server" {print $2} $1 == "require" && $2 == "sigs.k8s.io/metrics-server" {print $3}' "$here/metricsserver/go.mod")
-build_keyed_tool metrics-server "$here/metricsserver" sigs.k8s.io/metrics-server/cmd/metrics-server \
-	"-X k8s.io/client-go/pkg/version.gitVersion=$ms_version -X k8s.io/client-go/pkg/version.gitCommit=$ms_version -X k8s.io/client-go/pkg/version.buildDate=1970-01-01T00:00:00Z"
 
 [[ -n "$announced" ]] && say "done"
 echo "$bin"

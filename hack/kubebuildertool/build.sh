@@ -4,7 +4,7 @@
 # downloaded.
 #
 # The version is the one this directory's go.mod pins (a module of its own,
-# like hack/helmtool, so hack/tools/go.sum and the control plane's cache key
+# like hack/metricsserver, so hack/tools/go.sum and the control plane's cache key
 # stay as they are). The cache directory is keyed on that version and a hash
 # of this go.sum, so a new pin builds into a fresh directory and a warm cache
 # returns at once.

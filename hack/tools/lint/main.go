@@ -1,4 +1,4 @@
-// Command golangci-lint-kal is golangci-lint with the Kubernetes API linter
+// Command golangci-lint is golangci-lint with the Kubernetes API linter
 // (sigs.k8s.io/kube-api-linter) compiled in as a module plugin named
 // "kubeapilinter", and the Kubernetes logging linter (sigs.k8s.io/logtools)
 // as "logcheck".
