@@ -27,8 +27,7 @@
 #   TOOLS_BIN             directory with the binaries (default: last line of hack/tools.sh)
 #   KUBE_API_QPS, KUBE_API_BURST  kube-controller-manager's and kube-scheduler's client
 #                         rate limit (default: 200 and 400; see start_cluster)
-#   KWOK_METRICS_SERVER   1: also run metrics-server (hack/tools.sh builds it; its
-#                         APIService and RBAC are in hack/metricsserver), so
+#   KWOK_METRICS_SERVER   1: also run metrics-server (from hack/metricsserver), so
 #                         `kubectl top` and HorizontalPodAutoscalers work; see below
 #   CLUSTER_FEATURE_GATES kube-apiserver's --feature-gates, e.g.
 #                         ShardedListAndWatch=true (make demo DEMO_SHARDS=3)
