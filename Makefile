@@ -2,8 +2,8 @@
 #
 # The test toolchain (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, kwok, kwokctl, controller-gen, golangci-lint, helm,
-# kind and the kind node's binaries) is built from source by hack/tools.sh into a cache outside the checkout, so no
-# Docker engine and no binary download is needed.
+# kind and the kind node's binaries) is built from source by hack/tools.sh
+# into a cache outside the checkout: no binary is downloaded.
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c

@@ -2,8 +2,8 @@
 # Builds the test toolchain from source into a cache outside the checkout and
 # prints the bin directory on its last line.
 #
-# Nothing here downloads a prebuilt binary. Every tool the tests and the
-# clusters run is a `tool` of the one module in hack/tools, built by one
+# Nothing here downloads a prebuilt binary. Most tools the tests and the
+# clusters run are `tool`s of the one module in hack/tools, built by one
 # `go build`: the control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl), kwok and kwokctl,
 # controller-gen, helm, and kind with its node's binaries (kubelet, kubeadm,
