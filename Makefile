@@ -143,23 +143,18 @@ test-docs: tools ## Follow docs/quickstart.md, then docs/guide/, and docs/adopti
 	bash hack/docwalk.sh $(GUIDE_PAGES)
 	bash hack/docwalk.sh docs/adopting-kubebuilder.md
 
-# make test-full is make test plus the kind suite, in two phases, each two
-# chains at once (make -j2), every line of output prefixed with its chain:
+# make test runs every test in two phases, each two chains at once (make -j2),
+# every line of output prefixed with its chain and the time:
 #   1. test-checks (generated files, vet, lint, unit, integration: no cluster)
 #      beside kind-build (the engine, kind, the node image);
-#   2. test-clusters (the e2e suite on kwok, the docs walks) beside test-kind
-#      (the kind features: what a real node adds to the kwok suite).
-# On two cores one chain fills the other's waits. Cold (all caches empty) it
-# passed but ran past 73 minutes, over the 70 CI allows itself (the toolchain
-# alone took 32): make test stays without kind until the cold builds are cut
-# (README, "A real node: kind").
+#   2. test-clusters (the e2e suite on kwok, the docs walks) beside test-node
+#      (the kind suite, then the README's kind commands as typed).
+# On two cores one chain fills the other's waits. make test-local is make test
+# without kind (no engine, no node image), one target after another.
 .PHONY: test
-test: test-local ## Everything CI runs: generated files, vet, lint, unit, integration, e2e on kwok, the docs walks (quickstart and guide, kubebuilder).
-
-.PHONY: test-full
-test-full: ## make test and the kind suite (test-kind), in two phases of two chains each.
+test: ## Everything CI runs: generated files, vet, lint, unit, integration, e2e on kwok and on kind, the README's kind commands, the docs walks.
 	@$(MAKE) --no-print-directory -j2 test-checks.chain kind-build.chain
-	@$(MAKE) --no-print-directory -j2 test-clusters.chain test-kind.chain
+	@$(MAKE) --no-print-directory -j2 test-clusters.chain test-node.chain
 
 .PHONY: test-checks
 test-checks: verify-generated vet lint test-unit test-integration ## Generated files, vet, lint, unit and integration tests (no cluster).
@@ -167,8 +162,11 @@ test-checks: verify-generated vet lint test-unit test-integration ## Generated f
 .PHONY: test-clusters
 test-clusters: test-e2e test-docs ## The e2e suite on kwok and the docs walks.
 
+.PHONY: test-node
+test-node: test-kind test-readme-kind ## What a real node shows: the kind suite, then the README's kind commands.
+
 .PHONY: test-local
-test-local: test-checks test-clusters ## Generated files, vet, lint, unit, integration, e2e on kwok, the docs walks, one after another.
+test-local: test-checks test-clusters ## make test without kind: generated files, vet, lint, unit, integration, e2e on kwok, the docs walks.
 
 # %.chain: make % (its prerequisites one at a time) with every output line
 # prefixed "[% HH:MM:SS] ", so a log shows where a run's time went.
