@@ -132,9 +132,12 @@ test-unit: ## Unit tests only (go test -short: no control plane).
 test-integration: tools ## Unit and integration tests against envtest (real etcd + kube-apiserver).
 	@$(call each-module,go test -count=1 -timeout 20m $(GO_TEST_FLAGS) ./...)
 
+# On kwok the kind-only tests (TestKind*: make test-kind runs them) are left
+# out rather than reported as skipped.
+E2E_SKIP := $(if $(filter-out kwok,$(or $(E2E_PROVIDER),kwok)),,-skip '^TestKind')
 .PHONY: test-e2e
 test-e2e: tools ## End-to-end tests on a local kwok cluster (E2E_PROVIDER=kwok|kind|existing).
-	cd $(E2E_MODULE) && go test -tags e2e -count=1 -timeout 30m -v $(GO_TEST_FLAGS) ./...
+	cd $(E2E_MODULE) && go test -tags e2e -count=1 -timeout 30m -v $(E2E_SKIP) $(GO_TEST_FLAGS) ./...
 
 # The guide's chapters continue the quickstart's project and cluster: one walk.
 GUIDE_PAGES := docs/quickstart.md $(sort $(wildcard docs/guide/*.md))
