@@ -40,7 +40,7 @@ cluster_dir=${CLUSTER_DIR:-$repo/.cluster}
 say() { echo "image: $*" >&2; }
 
 engine_bin=$(bash "$repo/hack/engine.sh" --dir)
-kind_bin=$(bash "$repo/hack/kind.sh" tools | tail -n 1)
+tools_bin=$(bash "$repo/hack/tools.sh" | tail -n 1)
 export DOCKER_HOST=unix://${ENGINE_DIR:-$cluster_dir/engine}/docker.sock
 docker() { "$engine_bin/docker" "$@"; }
 
@@ -134,7 +134,7 @@ cmd_load() {
 	local i
 	for i in "$img" "$web_img" $web_aliases; do
 		say "kind load $i"
-		PATH="$engine_bin:$PATH" "$kind_bin/kind" load docker-image --name "$name" "$i" >&2
+		PATH="$engine_bin:$PATH" "$tools_bin/kind" load docker-image --name "$name" "$i" >&2
 	done
 }
 

@@ -44,13 +44,12 @@ cleanup() {
 trap cleanup EXIT
 
 engine_bin=$(bash hack/engine.sh --dir)
-kind_bin=$(bash hack/kind.sh tools | tail -n 1)
 export KIND_NODE_IMAGE KIND_CONFIG
 KIND_NODE_IMAGE=$(bash hack/kind.sh image | tail -n 1)
 KIND_CONFIG=$(KIND_CLUSTER_NAME=$cluster bash hack/kind.sh config)
 bash hack/image.sh stand-ins
 tools_bin=$(bash hack/tools.sh --dir)
-export PATH="$engine_bin:$kind_bin:$tools_bin:$PATH" DOCKER_HOST=unix://${ENGINE_DIR:-$repo/.cluster/engine}/docker.sock
+export PATH="$engine_bin:$tools_bin:$PATH" DOCKER_HOST=unix://${ENGINE_DIR:-$repo/.cluster/engine}/docker.sock
 export KIND_EXPERIMENTAL_PROVIDER=docker DOCKER_BUILDKIT=0 DOCKER_BUILD_FLAGS="--network host" E2E_CLUSTER_NAME=$cluster
 unset KUBECONFIG TOOLS_BIN
 say "\$ $line"

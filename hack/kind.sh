@@ -29,8 +29,6 @@
 # failCgroupV1: false.
 #
 # Usage:
-#   hack/kind.sh tools   build kind and the node's binaries (hack/tools.sh);
-#                        last line: their bin dir
 #   hack/kind.sh image   build the node image (and load it into the engine,
 #                        which is left stopped if it was); last line: the
 #                        image name
@@ -86,11 +84,6 @@ docker() { DOCKER_HOST=unix://${ENGINE_DIR:-$cluster_dir/engine}/docker.sock "$e
 kind() {
 	PATH="$engine_bin:$PATH" DOCKER_HOST=unix://${ENGINE_DIR:-$cluster_dir/engine}/docker.sock \
 		KIND_EXPERIMENTAL_PROVIDER=docker "$bin/kind" "$@"
-}
-
-cmd_tools() {
-	bash "$repo/hack/tools.sh" >/dev/null
-	echo "$bin"
 }
 
 kind_module_dir() {
@@ -193,7 +186,7 @@ import_images() {
 }
 
 cmd_image() {
-	cmd_tools >/dev/null
+	bash "$repo/hack/tools.sh" >/dev/null
 	bash "$repo/hack/engine.sh" up >/dev/null
 	local image tarball
 	image=$(node_image)
@@ -448,7 +441,6 @@ cmd_kubeconfig() {
 }
 
 case "${1:-}" in
-tools) cmd_tools ;;
 image)
 	# Leave the engine as found: make test's kind-build must not leave a
 	# daemon behind when the other chain fails before the kind suite runs.
