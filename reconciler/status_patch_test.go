@@ -2,11 +2,13 @@ package reconciler
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -17,8 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/randfill"
 )
 
 // crdKind is a custom resource shaped as kubebuilder writes them, whose
@@ -352,4 +356,218 @@ func decode(data []byte, into any) error {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	return d.Decode(into)
+}
+
+// TestStatusPatchMatchesMergeFrom is the differential test of issue #48:
+// for every kind of client-go's scheme with a Status struct, and the
+// CRD-shaped crdKind, random statuses and random changes of them (fixed
+// seeds), the status patch leaves what controller-runtime's
+// optimistic-lock merge patch leaves. FuzzStatusPatch runs it longer.
+func TestStatusPatchMatchesMergeFrom(t *testing.T) {
+	const perKind = 24
+	kinds := statusKinds()
+	cases, changed := 0, 0
+	for i, typ := range kinds {
+		f := statusFiller(randfill.NewWithSeed(int64(i) + 1))
+		for range perKind {
+			base, obj := statusPair(f, typ)
+			if err := sameAsMergeFrom(base, obj); err != nil {
+				t.Fatalf("%s: %v", typ, err)
+			}
+			cases++
+			if statusChanged(base, obj) {
+				changed++
+			}
+		}
+	}
+	t.Logf("%d kinds (%d of client-go's scheme), %d cases, %d of them with a status change", len(kinds), len(kinds)-1, cases, changed)
+}
+
+// FuzzStatusPatch is TestStatusPatchMatchesMergeFrom driven by the fuzzer,
+// for longer runs than the test's fixed seeds:
+//
+//	go test -run XXX -fuzz=FuzzStatusPatch -fuzztime=10m ./reconciler
+//
+// kind picks one of statusKinds (modulo their count), and data is what
+// randfill draws the status and its change from. Without -fuzz, go test
+// runs the seed corpus only.
+func FuzzStatusPatch(f *testing.F) {
+	kinds := statusKinds()
+	for i := range 8 {
+		f.Add(uint16(i*len(kinds)/8), []byte(fmt.Sprintf("seed %d: some bytes for randfill to draw from", i)))
+	}
+	f.Add(uint16(len(kinds)-1), []byte("crdKind"))
+	f.Add(uint16(0), []byte(nil))
+	f.Fuzz(func(t *testing.T, kind uint16, data []byte) {
+		typ := kinds[int(kind)%len(kinds)]
+		base, obj := statusPair(statusFiller(randfill.NewFromGoFuzz(data)), typ)
+		if err := sameAsMergeFrom(base, obj); err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+	})
+}
+
+// statusKinds lists, sorted by name, the Go types of client-go's scheme
+// whose Status field is a struct, then crdKind.
+func statusKinds() []reflect.Type {
+	seen := map[reflect.Type]bool{}
+	var kinds []reflect.Type
+	for _, typ := range clientgoscheme.Scheme.AllKnownTypes() {
+		s, ok := typ.FieldByName("Status")
+		if seen[typ] || !ok || s.Type.Kind() != reflect.Struct || !reflect.PointerTo(typ).Implements(reflect.TypeFor[client.Object]()) {
+			continue
+		}
+		seen[typ] = true
+		kinds = append(kinds, typ)
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i].PkgPath()+kinds[i].Name() < kinds[j].PkgPath()+kinds[j].Name() })
+	return append(kinds, reflect.TypeFor[crdKind]())
+}
+
+// statusFiller sets f up to fill statuses small enough for thousands of
+// cases a second, with valid values of the types whose JSON encoding
+// randfill's values would break (a quantity's unexported fields, raw
+// JSON's bytes).
+func statusFiller(f *randfill.Filler) *randfill.Filler {
+	return f.NilChance(0.2).NumElements(0, 2).MaxDepth(12).Funcs(
+		func(q *resource.Quantity, c randfill.Continue) {
+			formats := []resource.Format{resource.DecimalSI, resource.BinarySI, resource.DecimalExponent}
+			*q = *resource.NewMilliQuantity(c.Int63n(1<<40), formats[c.Intn(len(formats))])
+		},
+		func(r *runtime.RawExtension, c randfill.Continue) { *r = runtime.RawExtension{Raw: randomJSON(c, 2)} },
+		func(j *apiextensionsv1.JSON, c randfill.Continue) { *j = apiextensionsv1.JSON{Raw: randomJSON(c, 2)} },
+		func(s *crdStatus, c randfill.Continue) {
+			c.FillNoCustom(s)
+			c.Fill(&s.crdPromoted) // randfill skips an unexported field
+		},
+	)
+}
+
+// randomJSON is a JSON value, often an array, nested up to depth.
+func randomJSON(c randfill.Continue, depth int) []byte {
+	var v any
+	switch n := c.Intn(6); {
+	case n == 0 || depth == 0:
+		v = c.Intn(4)
+	case n == 1:
+		v = c.String(4)
+	case n == 2:
+		m := map[string]json.RawMessage{}
+		for range c.Intn(3) {
+			m[c.String(2)] = randomJSON(c, depth-1)
+		}
+		v = m
+	default:
+		a := []json.RawMessage{}
+		for range c.Intn(4) {
+			a = append(a, randomJSON(c, depth-1))
+		}
+		v = a
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// statusPair is an object of type typ with a random status and a
+// resourceVersion, and a copy of it whose status f changed at random
+// (mutated up to three times until the status differs; it may not, to
+// check a patch that changes nothing too).
+func statusPair(f *randfill.Filler, typ reflect.Type) (base, obj client.Object) {
+	base = reflect.New(typ).Interface().(client.Object)
+	base.SetName("x")
+	base.SetNamespace("ns")
+	base.SetResourceVersion(fmt.Sprint(roll(f, 1000) + 1))
+	f.Fill(statusOf(base).Addr().Interface())
+	obj = base.DeepCopyObject().(client.Object)
+	for range 3 {
+		if mutate(f, statusOf(obj)); statusChanged(base, obj) {
+			break
+		}
+	}
+	return base, obj
+}
+
+// mutate changes v, which must be settable, at random as a pass changes a
+// status: a value left, cleared or set anew; a list item or map key
+// added, removed or changed; a field of a struct changed.
+func mutate(f *randfill.Filler, v reflect.Value) {
+	switch roll(f, 8) {
+	case 0:
+		v.SetZero()
+		return
+	case 1:
+		f.Fill(v.Addr().Interface())
+		return
+	case 2, 3, 4:
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			mutate(f, v.Elem())
+		}
+	case reflect.Struct:
+		mutateFields(f, v)
+	case reflect.Slice:
+		n := v.Len()
+		switch {
+		case n > 0 && roll(f, 3) == 0:
+			v.Set(v.Slice(0, n-1))
+		case n == 0 || roll(f, 2) == 0:
+			item := reflect.New(v.Type().Elem())
+			f.Fill(item.Interface())
+			v.Set(reflect.Append(v, item.Elem()))
+		default:
+			mutate(f, v.Index(roll(f, n)))
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		switch {
+		case len(keys) > 0 && roll(f, 3) == 0:
+			v.SetMapIndex(keys[roll(f, len(keys))], reflect.Value{})
+		case len(keys) == 0 || roll(f, 2) == 0:
+			key, val := reflect.New(v.Type().Key()), reflect.New(v.Type().Elem())
+			f.Fill(key.Interface())
+			f.Fill(val.Interface())
+			if v.IsNil() {
+				v.Set(reflect.MakeMap(v.Type()))
+			}
+			v.SetMapIndex(key.Elem(), val.Elem())
+		default:
+			key := keys[roll(f, len(keys))]
+			val := reflect.New(v.Type().Elem()).Elem()
+			val.Set(v.MapIndex(key))
+			mutate(f, val)
+			v.SetMapIndex(key, val)
+		}
+	}
+}
+
+// mutateFields mutates the fields of struct v that its JSON holds,
+// including the promoted fields of an unexported embedded struct; a type
+// with its own JSON encoding (a time, a quantity) is changed whole.
+func mutateFields(f *randfill.Filler, v reflect.Value) {
+	if v.Addr().Type().Implements(reflect.TypeFor[json.Marshaler]()) {
+		return
+	}
+	for i := range v.NumField() {
+		field := v.Type().Field(i)
+		switch {
+		case v.Field(i).CanSet():
+			mutate(f, v.Field(i))
+		case field.Anonymous && field.Type.Kind() == reflect.Struct:
+			mutateFields(f, v.Field(i))
+		}
+	}
+}
+
+// roll is a number in [0, n) drawn from f.
+func roll(f *randfill.Filler, n int) int {
+	var u uint32
+	f.Fill(&u)
+	return int(u % uint32(n))
 }
