@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
 	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest/cachelag"
@@ -41,14 +44,37 @@ func Example() {
 // writes, on every run: here Deployments read one version behind the newest
 // (a step that applies a new generation and a later step that reads it
 // back sees the previous, rolled-out one) and every other kind a second
-// behind. mgr is a started manager, as in an envtest test; build the
-// reconciler with c as its client, then ReconcileUntilQuiet and AssertIdempotent as
-// usual.
+// behind. In an envtest test, wrap mgr.GetClient() and pass mgr.GetCache()
+// of a started manager; build the reconciler with c as its client, then
+// ReconcileUntilQuiet and AssertIdempotent as usual. Here a fake client and
+// fake informers stand in for them: scaled from 1 to 3 replicas through c,
+// the Deployment still reads as 1 through c.
 func ExampleWithCacheLag() {
-	var mgr manager.Manager // started, e.g. on envtest
-	c := reconcilertest.NewClient(mgr.GetClient(), reconcilertest.WithCacheLag(mgr.GetCache(),
+	ctx := context.Background()
+	apiserver := fake.NewClientBuilder().Build() // mgr.GetClient()
+	informers := &informertest.FakeInformers{}   // mgr.GetCache()
+	c := reconcilertest.NewClient(apiserver, reconcilertest.WithCacheLag(informers,
 		cachelag.Lag{Kind: "Deployment", VersionsBehind: 1},
 		cachelag.Lag{Delay: time.Second},
 	))
-	_ = c
+
+	must := func(err error) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	must(c.Create(ctx, d))
+	d.Spec.Replicas = ptr.To[int32](3)
+	must(c.Update(ctx, d))
+
+	var read, truth appsv1.Deployment
+	must(c.Get(ctx, client.ObjectKeyFromObject(d), &read))
+	must(apiserver.Get(ctx, client.ObjectKeyFromObject(d), &truth))
+	fmt.Println("replicas read by the reconciler:", *read.Spec.Replicas)
+	fmt.Println("replicas in the API server:", *truth.Spec.Replicas)
+	// Output:
+	// replicas read by the reconciler: 1
+	// replicas in the API server: 3
 }
