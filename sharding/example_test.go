@@ -2,11 +2,13 @@ package sharding_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -48,21 +50,28 @@ func ExampleLabelSelector() {
 // only for the objects its replica owns. The kit's reconciler does this (and
 // labels owned objects, and queues a range's objects when it is acquired)
 // with reconciler.Options.Shard; this is the shape of it for a plain
-// controller-runtime reconciler.
+// controller-runtime reconciler. A replica owns nothing until the started
+// manager has run the Member's lease rounds (a lone replica owns every
+// range from its third round, RetryPeriod apart): the manager is not
+// started here, so Begin refuses the object and the reconciler would leave
+// it to another replica. TestMemberGatesAPlainReconciler runs this
+// reconciler on two replicas sharing the ranges.
 func ExampleMember() {
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), manager.Options{})
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"} // ctrl.GetConfigOrDie() in main; never contacted here
+	mgr, err := ctrl.NewManager(cfg, manager.Options{})
 	if err != nil {
-		os.Exit(1)
+		panic(err)
 	}
+	pod, namespace := "webapp-operator-7d9f8-x2kq4", "webapp-system" // os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE") in main
 	member, err := sharding.New(sharding.Options{
 		Group:     "webapp-operator",
-		Identity:  os.Getenv("POD_NAME"),
-		Namespace: os.Getenv("POD_NAMESPACE"),
+		Identity:  pod,
+		Namespace: namespace,
 		APIReader: mgr.GetAPIReader(),
 		Client:    mgr.GetClient(),
 	})
-	if err != nil || mgr.Add(member) != nil {
-		os.Exit(1)
+	if err != nil {
+		panic(err)
 	}
 	c := mgr.GetClient()
 	r := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -75,9 +84,19 @@ func ExampleMember() {
 			return reconcile.Result{}, nil // another replica owns it
 		}
 		defer end()
-		obj.Annotations = map[string]string{"seen-by": os.Getenv("POD_NAME")}
+		obj.Annotations = map[string]string{"seen-by": pod}
 		return reconcile.Result{}, c.Update(ctx, &obj)
 	})
-	_ = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).WithEventFilter(member.Predicate()).Complete(r)
-	_ = mgr.Start(ctrl.SetupSignalHandler())
+	err = errors.Join(mgr.Add(member),
+		ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).WithEventFilter(member.Predicate()).Complete(r))
+	if err != nil {
+		panic(err)
+	}
+	// mgr.Start(ctrl.SetupSignalHandler()) in main.
+
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default",
+		UID: "6f1c3a52-2b1e-4c1f-9a57-0f8de4e5d1a9"}}
+	_, _, ok := member.Begin(context.Background(), obj)
+	fmt.Printf("range %d of %d; owned ranges %v; pass begun: %v\n", member.RangeOf(obj), sharding.DefaultRanges, member.Owned(), ok)
+	// Output: range 33 of 64; owned ranges []; pass begun: false
 }

@@ -1,6 +1,8 @@
 package sharding
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 func TestNewValidatesOptions(t *testing.T) {
@@ -112,4 +116,90 @@ func TestForeignLeaseBlocksAcquisition(t *testing.T) {
 	// The foreign lease is never renewed: it expires, is deleted, and the
 	// group settles.
 	s.settle(30*time.Second, 0)
+}
+
+// TestMemberGatesAPlainReconciler runs the reconciler of ExampleMember (read
+// the object, Begin, write) against one fake API server, on a lone replica
+// and then on two. Both replicas' reconcilers are asked about every object,
+// as both replicas' watches see every event; each object is written only by
+// the replica its range is assigned to, and by none before a replica has
+// joined (a lone one owns every range from its third lease round).
+func TestMemberGatesAPlainReconciler(t *testing.T) {
+	s := newSim(t, 30)
+	ctx := t.Context()
+	var requests []reconcile.Request
+	for _, o := range s.objects {
+		cm := o.DeepCopyObject().(*corev1.ConfigMap)
+		cm.Namespace = "default"
+		if err := s.api.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cm)})
+	}
+	reconciler := func(member *Member, pod string) reconcile.Reconciler {
+		c := s.api
+		return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			var obj corev1.ConfigMap
+			if err := c.Get(ctx, req.NamespacedName, &obj); err != nil {
+				return reconcile.Result{}, err
+			}
+			ctx, end, ok := member.Begin(ctx, &obj)
+			if !ok {
+				return reconcile.Result{}, nil // another replica owns it
+			}
+			defer end()
+			obj.Annotations = map[string]string{"seen-by": pod}
+			return reconcile.Result{}, c.Update(ctx, &obj)
+		})
+	}
+	var replicas []reconcile.Reconciler
+	reconcileAll := func() {
+		t.Helper()
+		for _, req := range requests {
+			for _, r := range replicas {
+				if _, err := r.Reconcile(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	// seenBy returns, per range, the replica that last wrote its object.
+	seenBy := func() []string {
+		t.Helper()
+		got := make([]string, simRanges)
+		for _, req := range requests {
+			var obj corev1.ConfigMap
+			if err := s.api.Get(ctx, req.NamespacedName, &obj); err != nil {
+				t.Fatal(err)
+			}
+			got[RangeOf(obj.UID, simRanges)] = obj.Annotations["seen-by"]
+		}
+		return got
+	}
+
+	a := s.add("a")
+	replicas = append(replicas, reconciler(a.Member, "a"))
+	for round := 1; round <= 3; round++ {
+		reconcileAll()
+		if got, want := seenBy(), slices.Repeat([]string{""}, simRanges); !slices.Equal(got, want) {
+			t.Fatalf("before round %d of a lone replica: objects written by %q", round, got)
+		}
+		a.round(ctx)
+	}
+	reconcileAll()
+	if got, want := seenBy(), Assign(simRanges, []string{"a"}); !slices.Equal(got, want) {
+		t.Fatalf("a lone replica after three rounds: objects written by %q, want %q", got, want)
+	}
+
+	b := s.add("b")
+	replicas = append(replicas, reconciler(b.Member, "b"))
+	s.settle(30*time.Second, 0)
+	reconcileAll()
+	want := Assign(simRanges, []string{"a", "b"})
+	if got := seenBy(); !slices.Equal(got, want) {
+		t.Fatalf("two replicas: objects written by %q, want %q", got, want)
+	}
+	if !slices.Contains(want, "a") || !slices.Contains(want, "b") {
+		t.Fatalf("the assignment %q leaves a replica without ranges", want)
+	}
 }
