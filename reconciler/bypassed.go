@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -101,7 +100,9 @@ func (b *bypassed[T]) take(key types.NamespacedName) (T, bool) {
 }
 
 // DeletedWithFinalizer is the event handler that queues objects deleted
-// while they still list Options.Finalizer, with their last state, so that
+// while they still list Options.Finalizer or one of
+// Options.RetiredFinalizers (with Cleanup set: a renamed finalizer still
+// guards the cleanup), with their last state, so that
 // the next pass on a gone object runs the Cleanup steps on that state
 // instead of finding nothing to do. Builder adds it to the watch of T; add
 // it yourself (Watches(obj, r.DeletedWithFinalizer())) when building the
@@ -110,8 +111,7 @@ func (r *Reconciler[T]) DeletedWithFinalizer() handler.TypedEventHandler[client.
 	return handler.Funcs{
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			obj, ok := e.Object.(T)
-			if !ok || len(r.opts.Cleanup) == 0 || r.bypassed.wasReleased(obj.GetUID()) ||
-				!controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
+			if !ok || !r.guardsCleanup(obj) || r.bypassed.wasReleased(obj.GetUID()) {
 				return
 			}
 			key := client.ObjectKeyFromObject(obj)
@@ -126,7 +126,7 @@ func (r *Reconciler[T]) DeletedWithFinalizer() handler.TypedEventHandler[client.
 // written (there is no object). A step that does not continue keeps the
 // state for the next pass, which the returned error or requeue brings.
 func (r *Reconciler[T]) cleanupBypassed(ctx context.Context, key types.NamespacedName, obj T, counted *passClient) (ctrl.Result, error) {
-	logf.FromContext(ctx).Info("the object was deleted while it still had the finalizer; running its cleanup on its last state", "finalizer", r.opts.Finalizer)
+	logf.FromContext(ctx).Info("the object was deleted while it still had the finalizer; running its cleanup on its last state", "finalizers", r.heldFinalizers(obj))
 	s := r.scope(obj, counted)
 	for _, step := range r.opts.Cleanup {
 		out := r.runStep(ctx, step, s)

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
@@ -45,22 +44,33 @@ const (
 
 // delete runs the deletion path: the Cleanup steps, in order, with the same
 // Scope, counted client, logging, metrics and panic handling as the live
-// steps, then the finalizer's removal (a CleanupSucceeded event). A step
-// that stops the pass leaves the finalizer and sets Ready=False saying why;
-// what each outcome emits and the deadline policy are in cleanupStopped and
-// in docs/finalizer.md ("API"). A live object's Ready events are not
-// emitted here: the cleanup events tell the deletion's story once.
+// steps, then the finalizers' removal (a CleanupSucceeded event). A step
+// that stops the pass leaves the finalizers and sets Ready=False saying
+// why; what each outcome emits and the deadline policy are in
+// cleanupStopped and in docs/finalizer.md ("API"). A live object's Ready
+// events are not emitted here: the cleanup events tell the deletion's
+// story once.
+//
+// With Cleanup, a retired finalizer guards the cleanup as Options.Finalizer
+// does (a renamed finalizer: the object may have been deleted before any
+// pass of this release gave it the new name): an object that lists either
+// has its cleanup run, and all of them are removed together, in one patch,
+// once every step continued. Without Cleanup the retired finalizers guard
+// nothing and are removed at once.
 func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], p *pass[T]) (ctrl.Result, error) {
 	obj := s.Object
-	// Retired finalizers guard nothing any more: they go first, so they
-	// never hold the deletion, whatever cleanup does.
-	changed, err := r.removeRetired(ctx, s.Client, obj)
-	if err != nil {
-		return ctrl.Result{}, err
+	if len(r.opts.Cleanup) == 0 {
+		changed, err := r.removeRetired(ctx, s.Client, obj)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		p.adopt(changed)
+		conditions.Delete(obj, Paused)
+		return ctrl.Result{}, nil
 	}
-	p.adopt(changed)
 	conditions.Delete(obj, Paused)
-	if len(r.opts.Cleanup) == 0 || !controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) {
+	held := r.heldFinalizers(obj)
+	if len(held) == 0 {
 		return ctrl.Result{}, nil
 	}
 	for _, step := range r.opts.Cleanup {
@@ -77,13 +87,13 @@ func (r *Reconciler[T]) delete(ctx context.Context, s *Scope[T], p *pass[T]) (ct
 		}
 		return res, err
 	}
-	changed, err = r.removeFinalizer(ctx, s.Client, obj)
+	changed, err := r.removeFinalizer(ctx, s.Client, obj)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("all cleanup steps succeeded: %w", err)
 	}
 	if changed {
 		r.event(obj, corev1.EventTypeNormal, ReasonCleanupSucceeded, actionRemoveFinalizer,
-			fmt.Sprintf("all %d cleanup steps succeeded; removed finalizer %s", len(r.opts.Cleanup), r.opts.Finalizer))
+			fmt.Sprintf("all %d cleanup steps succeeded; removed %s", len(r.opts.Cleanup), describeFinalizers(held)))
 	}
 	return ctrl.Result{}, nil
 }
@@ -142,14 +152,15 @@ func (r *Reconciler[T]) overdue(ctx context.Context, s *Scope[T], stuck time.Dur
 	if !r.opts.RemoveFinalizerAfterDeadline {
 		return false, nil
 	}
+	held := describeFinalizers(r.heldFinalizers(s.Object))
 	changed, err := r.removeFinalizer(ctx, s.Client, s.Object)
 	if err != nil {
-		return false, fmt.Errorf("removing finalizer %s after the cleanup deadline: %w", r.opts.Finalizer, err)
+		return false, fmt.Errorf("removing %s after the cleanup deadline: %w", held, err)
 	}
 	if changed {
 		r.event(s.Object, corev1.EventTypeWarning, ReasonFinalizerForceRemoved, actionRemoveFinalizer,
-			fmt.Sprintf("removed finalizer %s without completing cleanup, %s after deletion (deadline %s): %s; resources it guards may be left behind",
-				r.opts.Finalizer, stuck.Round(time.Second), deadline, holdup))
+			fmt.Sprintf("removed %s without completing cleanup, %s after deletion (deadline %s): %s; resources it guards may be left behind",
+				held, stuck.Round(time.Second), deadline, holdup))
 	}
 	return true, nil
 }
@@ -163,11 +174,12 @@ func (r *Reconciler[T]) event(obj T, eventType, reason, action, note string) {
 	r.opts.Recorder.Eventf(obj, nil, eventType, reason, action, "%s", text.Truncate(note, eventNoteLimit, "…"))
 }
 
-// removeFinalizer removes Options.Finalizer from obj, noting its UID first
-// so that DeletedWithFinalizer does not run the cleanup again when the
-// removal deletes the object (see bypassed).
+// removeFinalizer removes Options.Finalizer and the retired finalizers
+// from obj, in one patch, noting its UID first so that DeletedWithFinalizer
+// does not run the cleanup again when the removal deletes the object (see
+// bypassed).
 func (r *Reconciler[T]) removeFinalizer(ctx context.Context, c client.Client, obj T) (changed bool, err error) {
 	done := r.bypassed.releasing(obj.GetUID())
 	defer func() { done(changed && err == nil) }()
-	return finalizer.Remove(ctx, c, obj, r.opts.Finalizer, finalizer.WithAPIReader(r.opts.APIReader))
+	return finalizer.RemoveAll(ctx, c, obj, r.managedFinalizers(), finalizer.WithAPIReader(r.opts.APIReader))
 }

@@ -76,9 +76,14 @@ type Options[T Object] struct {
 	Finalizer string
 	// RetiredFinalizers names finalizers that earlier releases added and
 	// this one no longer uses (Cleanup dropped, or Finalizer renamed). The
-	// reconciler removes them, from a deleting object at once and from a
-	// live object on its next pass. Each must be a qualified name other
-	// than Finalizer. See docs/finalizer.md.
+	// reconciler removes them from a live object on its next pass, after
+	// ensuring Finalizer (when Cleanup is set). From a deleting object:
+	// without Cleanup at once, as they guard nothing; with Cleanup they
+	// still guard it, as Finalizer does (a renamed finalizer: an object
+	// deleted before this release gave it the new name lists only the
+	// old), so an object listing Finalizer or any of them has the Cleanup
+	// steps run, and then all of them are removed in one patch. Each must
+	// be a qualified name other than Finalizer. See docs/finalizer.md.
 	RetiredFinalizers []string
 	// Cleanup steps run, in order, when the object is being deleted; the
 	// finalizer is removed once all of them continue in one pass. They own

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
 )
@@ -53,13 +52,7 @@ func (r *Reconciler[T]) holding(obj T) []string {
 	if obj.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
-	var held []string
-	for _, name := range r.managedFinalizers() {
-		if controllerutil.ContainsFinalizer(obj, name) {
-			held = append(held, name)
-		}
-	}
-	return held
+	return r.heldFinalizers(obj)
 }
 
 // emitDeletionPaused emits one Warning when this pass's status says, and

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -330,8 +329,7 @@ func (r *Reconciler[T]) scope(obj T, counted *passClient) *Scope[T] {
 func (r *Reconciler[T]) track(key types.NamespacedName, obj T) {
 	deleting := !obj.GetDeletionTimestamp().IsZero()
 	r.stalled.set(key, !deleting && conditions.IsTrue(obj, conditions.Stalled))
-	overdue := deleting && len(r.opts.Cleanup) > 0 && r.opts.CleanupDeadline > 0 &&
-		controllerutil.ContainsFinalizer(obj, r.opts.Finalizer) &&
+	overdue := deleting && r.opts.CleanupDeadline > 0 && r.guardsCleanup(obj) &&
 		time.Since(obj.GetDeletionTimestamp().Time) > r.opts.CleanupDeadline
 	r.cleanupOverdue.set(key, overdue)
 }

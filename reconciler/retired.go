@@ -20,7 +20,8 @@ import (
 // finalizer removed, in one more write. Ours goes first, so an object whose
 // finalizer was renamed is never unguarded. On a write or a re-read, obj
 // holds the server's copy; when that copy is deleting, the retired ones are
-// left to the deletion path.
+// left to the deletion path (which, with Cleanup, runs the cleanup before
+// it removes them).
 func (r *Reconciler[T]) syncFinalizers(ctx context.Context, c client.Client, obj T) (changed bool, err error) {
 	if len(r.opts.Cleanup) > 0 {
 		if changed, err = finalizer.Ensure(ctx, c, obj, r.opts.Finalizer, finalizer.WithAPIReader(r.opts.APIReader)); err != nil {
@@ -63,6 +64,36 @@ func (r *Reconciler[T]) managedFinalizers() []string {
 		return r.opts.RetiredFinalizers
 	}
 	return append([]string{r.opts.Finalizer}, r.opts.RetiredFinalizers...)
+}
+
+// heldFinalizers are the finalizers among managedFinalizers that obj lists,
+// in that order: with Cleanup, those that hold its cleanup (a deleting
+// object that lists none has no cleanup to run).
+func (r *Reconciler[T]) heldFinalizers(obj T) []string {
+	var held []string
+	for _, name := range r.managedFinalizers() {
+		if controllerutil.ContainsFinalizer(obj, name) {
+			held = append(held, name)
+		}
+	}
+	return held
+}
+
+// guardsCleanup reports whether obj lists a finalizer that holds its
+// cleanup: Options.Finalizer or, since a renamed finalizer still guards
+// the cleanup of objects the new name never reached, a retired one. Never
+// without Cleanup.
+func (r *Reconciler[T]) guardsCleanup(obj T) bool {
+	return len(r.opts.Cleanup) > 0 && len(r.heldFinalizers(obj)) > 0
+}
+
+// describeFinalizers names finalizers for a message: "finalizer a", or
+// "finalizers a, b".
+func describeFinalizers(names []string) string {
+	if len(names) == 1 {
+		return "finalizer " + names[0]
+	}
+	return "finalizers " + strings.Join(names, ", ")
 }
 
 // validateFinalizers checks Finalizer, Cleanup and RetiredFinalizers
