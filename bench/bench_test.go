@@ -50,10 +50,16 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(testenv.Main(m, &env, testenv.Options{
+	os.Exit(testenv.Main(m, &env, envOptions()))
+}
+
+// envOptions is the control plane every test of the package runs on: the
+// shared one (env) or a smoke test's own (runSmoke).
+func envOptions() testenv.Options {
+	return testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "examples", "webapp", "config", "crd", "bases")},
 		AddToScheme:       []func(*k8sruntime.Scheme) error{webappv1.AddToScheme},
-	}))
+	}
 }
 
 func repoRoot() string {
@@ -241,10 +247,14 @@ func mutatingByKey(c bench.Counts) map[string]int {
 }
 
 // runSmoke builds the WebApp operator and runs run (bench.Run or
-// bench.RunScale) with cfg against envtest, every peer with 4 workers and
-// short timings; on failure it logs each operator's log.
+// bench.RunScale) with cfg against a control plane of the test's own (the
+// operators watch every namespace, and the harness's namespaces have fixed
+// names: on the shared one they would meet what other tests, or an earlier
+// -count run, left), every peer with 4 workers and a short QuietFor; on
+// failure it logs each operator's log.
 func runSmoke[R any](t *testing.T, run func(context.Context, *rest.Config, bench.Config) (R, error), cfg bench.Config) R {
 	t.Helper()
+	own := testenv.Isolated(t, envOptions())
 	dir := t.TempDir()
 	ours := filepath.Join(dir, "webapp-operator")
 	// examples/ is a module of its own (examples/go.mod).
@@ -253,10 +263,16 @@ func runSmoke[R any](t *testing.T, run func(context.Context, *rest.Config, bench
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build ./examples/webapp:\n%s", out)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Every wait of the harness polls for a state it observes (an operator
+	// idle, its ranges owned); Timeout only bounds a wait that never gets
+	// there. Alone, a whole smoke run takes about a minute (TestShardsSmoke
+	// 44-61 s); a cold make test runs it beside compiles on both cores, where
+	// 90 s was once too little for one wait. A wait that is going to arrive
+	// gets five minutes; one that is not fails there with its state.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	quiet := cfg.QuietFor
-	cfg.Workers, cfg.QuietFor, cfg.Timeout, cfg.WorkDir, cfg.Logf = 4, 500*time.Millisecond, 90*time.Second, dir, t.Logf
+	cfg.Workers, cfg.QuietFor, cfg.Timeout, cfg.WorkDir, cfg.Logf = 4, 500*time.Millisecond, 5*time.Minute, dir, t.Logf
 	if quiet > 0 {
 		cfg.QuietFor = quiet
 	}
@@ -266,7 +282,7 @@ func runSmoke[R any](t *testing.T, run func(context.Context, *rest.Config, bench
 	}
 	cfg.Idiomatic = func(addr string) []string { return []string{os.Args[0], idiomaticArg, addr} }
 	cfg.Baseline = func(addr string) []string { return []string{os.Args[0], childArg, addr} }
-	res, err := run(ctx, env.Config, cfg)
+	res, err := run(ctx, own.Config, cfg)
 	if err != nil {
 		for _, name := range []string{"reconcilekit", "idiomatic", "baseline"} {
 			if b, rerr := os.ReadFile(filepath.Join(dir, name+".log")); rerr == nil {

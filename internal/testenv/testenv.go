@@ -111,6 +111,27 @@ func Start(opts Options) (*Env, error) {
 // Stop stops the control plane.
 func (e *Env) Stop() error { return e.Environment.Stop() }
 
+// Isolated starts a control plane for t alone, stopped when t ends. It is
+// for a test whose operators watch the whole cluster: on the package's
+// shared control plane they would also see what the package's other tests,
+// or an earlier run under -count, left behind (envtest runs no namespace
+// controller, so nothing a test created ever goes away). It calls
+// [Require] first.
+func Isolated(t testing.TB, opts Options) *Env {
+	t.Helper()
+	Require(t)
+	e, err := Start(opts)
+	if err != nil {
+		t.Fatalf("starting a control plane of the test's own: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			t.Errorf("stopping the test's control plane: %v", err)
+		}
+	})
+	return e
+}
+
 // Namespace creates a namespace with a generated name for one test. envtest
 // runs no namespace controller, so the namespace is not deleted afterwards:
 // tests isolate by namespace, not by cleanup.
