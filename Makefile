@@ -129,8 +129,10 @@ test-unit: ## Unit tests only (go test -short: no control plane).
 	@$(call each-module,go test -short -count=1 $(GO_TEST_FLAGS) ./...)
 
 .PHONY: test-integration
-test-integration: tools ## Unit and integration tests against envtest (real etcd + kube-apiserver).
-	@$(call each-module,go test -count=1 -timeout 20m $(GO_TEST_FLAGS) ./...)
+# Every benchmark runs once too (-benchtime=1x), so the correctness checks
+# inside them (b.Fatal) run in CI.
+test-integration: tools ## Unit and integration tests against envtest (real etcd + kube-apiserver), and every benchmark once.
+	@$(call each-module,go test -count=1 -timeout 20m -bench . -benchtime 1x $(GO_TEST_FLAGS) ./...)
 
 # On kwok the kind-only tests (TestKind*: make test-kind runs them) are left
 # out rather than reported as skipped.
@@ -148,22 +150,30 @@ test-docs: tools ## Follow docs/quickstart.md, then docs/guide/, and docs/adopti
 
 # make test runs every test in two phases, each two chains at once (make -j2),
 # every line of output prefixed with its chain and the time:
-#   1. test-checks (generated files, vet, lint, unit, integration: no cluster)
-#      beside kind-build (the engine, kind, the node image);
-#   2. test-clusters (the e2e suite on kwok, the docs walks) beside test-node
-#      (the kind suite, then the README's kind commands as typed).
+#   1. test-static (generated files, vet, lint) beside test-go (kind-build:
+#      the engine, kind, the node image; then the unit and integration
+#      tests, which the other chain's vet has compiled the dependencies for);
+#   2. test-clusters (the e2e suite on kwok, the docs walks, the README's
+#      make demo commands: each binds 127.0.0.1:9443, so one after another)
+#      beside test-node (the kind suite, then the README's kind commands).
 # On two cores one chain fills the other's waits. make test-local is make test
 # without kind (no engine, no node image), one target after another.
 .PHONY: test
-test: ## Everything CI runs: generated files, vet, lint, unit, integration, e2e on kwok and on kind, the README's kind commands, the docs walks.
-	@$(MAKE) --no-print-directory -j2 test-checks.chain kind-build.chain
+test: ## Everything CI runs: generated files, vet, lint, unit, integration, e2e on kwok and on kind, the README's commands, the docs walks.
+	@$(MAKE) --no-print-directory -j2 test-static.chain test-go.chain
 	@$(MAKE) --no-print-directory -j2 test-clusters.chain test-node.chain
 
+.PHONY: test-static
+test-static: verify-generated vet lint ## Generated files up to date, vet, lint (no test runs).
+
+.PHONY: test-go
+test-go: kind-build test-unit test-integration ## kind-build, then the unit and integration tests (make test's second chain).
+
 .PHONY: test-checks
-test-checks: verify-generated vet lint test-unit test-integration ## Generated files, vet, lint, unit and integration tests (no cluster).
+test-checks: test-static test-unit test-integration ## Generated files, vet, lint, unit and integration tests (no cluster).
 
 .PHONY: test-clusters
-test-clusters: test-e2e test-docs ## The e2e suite on kwok and the docs walks.
+test-clusters: test-e2e test-docs test-readme-demo ## The e2e suite on kwok, the docs walks, the README's make demo commands.
 
 .PHONY: test-node
 test-node: test-kind test-readme-kind ## What a real node shows: the kind suite, then the README's kind commands.
@@ -315,6 +325,10 @@ test-kind: kind-build ## E2E suite on kind (hack/kind.sh; the operator deployed 
 .PHONY: test-kind-docker
 test-kind-docker: tools ## The README's Docker-and-kind command, on the private engine (docker build of the repo's Dockerfiles, kind load, the e2e suite).
 	bash hack/kind-docker.sh
+
+.PHONY: test-readme-demo
+test-readme-demo: tools ## The README's make demo and make demo DEMO_SHARDS=3 as a reader types them (hack/readme-demo.sh): samples Ready, then make cluster-down leaves nothing.
+	bash hack/readme-demo.sh
 
 .PHONY: test-readme-kind
 test-readme-kind: tools ## The README's kind commands as a reader types them (hack/readme-kind.sh): kind-up, deploy, samples Ready, kind-down.
