@@ -151,7 +151,7 @@ func TestSelectedCachesSplitTheObjects(t *testing.T) {
 	}
 	eventually := func(what string, conds ...func() string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(settleTimeout)
 		for {
 			var failed []string
 			for _, c := range conds {
@@ -163,7 +163,7 @@ func TestSelectedCachesSplitTheObjects(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s", what, strings.Join(failed, "; "))
+				t.Fatalf("%s: not within %v: %s", what, settleTimeout, strings.Join(failed, "; "))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -178,14 +178,14 @@ func TestSelectedCachesSplitTheObjects(t *testing.T) {
 	}
 
 	seenA := &selectorsSeen{seen: map[string]bool{}}
-	a := startMember(t, ns, "a")
+	a := startMember(t, ns, "a", leaseDuration)
 	ca := selectedCache(t, a, ns, seenA)
 	eventually("one replica", ownsAll(a), settled(a, ca))
 	seenA.mu.Lock()
 	initialLists := seenA.fullLists
 	seenA.mu.Unlock()
 
-	b := startMember(t, ns, "b")
+	b := startMember(t, ns, "b", leaseDuration)
 	cb := selectedCache(t, b, ns, &selectorsSeen{seen: map[string]bool{}})
 	split := func() string {
 		na, nb := len(a.Owned()), len(b.Owned())
