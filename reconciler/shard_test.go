@@ -31,6 +31,24 @@ import (
 
 const shardRanges = 16
 
+// The replicas' lease timings. The test checks who reconciles each Widget
+// against who owns its range, so no range may move but where the test
+// moves it (c's graceful leave, which deletes c's lease: no expiry is
+// waited for anywhere). With a renew deadline of 2 s, as the test had, a
+// replica whose lease rounds stalled 2 s on a loaded machine fenced itself
+// and its ranges moved mid-assertion; a replica now fences itself only
+// after 30 s without a renewal (60 rounds of 500 ms failing or late), and
+// its ranges move to another 40 s after its last renewal. The retry period
+// stays short: it paces every handoff the test does make.
+const (
+	shardLease         = 40 * time.Second
+	shardRenewDeadline = 30 * time.Second
+	shardRetryPeriod   = 500 * time.Millisecond
+	// shardTimeout is a safety net for a handoff (a few retry periods)
+	// and for convergence, not a timing assertion.
+	shardTimeout = 2 * time.Minute
+)
+
 // passLedger records the passes in flight by Widget and member, and every
 // pass that began while another member's pass of the same Widget was in
 // flight.
@@ -86,7 +104,7 @@ func startShardedReplica(t *testing.T, ns, name string, l *passLedger) *shardedR
 	require.NoError(t, err)
 	member, err := sharding.New(sharding.Options{
 		Group: "widgets", Identity: name, Namespace: ns, APIReader: leases, Client: leases,
-		Ranges: shardRanges, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		Ranges: shardRanges, LeaseDuration: shardLease, RenewDeadline: shardRenewDeadline, RetryPeriod: shardRetryPeriod,
 		Logger: logr.Discard(),
 	})
 	require.NoError(t, err)
@@ -201,7 +219,7 @@ func TestShardedReplicasShareTheWidgets(t *testing.T) {
 	}
 	// Settled: every range owned by the replica the assignment gives it.
 	assigned := sharding.Assign(shardRanges, []string{"a", "b", "c"})
-	waitFor(t, 30*time.Second, func() (string, bool) {
+	waitFor(t, shardTimeout, func() (string, bool) {
 		o := owners(replicas)
 		for rng, want := range assigned {
 			if !slices.Equal(o[rng], []string{want}) {
@@ -216,10 +234,16 @@ func TestShardedReplicasShareTheWidgets(t *testing.T) {
 		require.NoError(t, env.Client.Create(ctx, w))
 		names = append(names, w.Name)
 	}
-	waitFor(t, time.Minute, func() (string, bool) { return converged(ctx, ns, names) })
+	waitFor(t, shardTimeout, func() (string, bool) { return converged(ctx, ns, names) })
 
 	owner := owners(replicas)
 	require.Len(t, owner, shardRanges, "every range is owned")
+	// Who reconciled each Widget is compared with who owns its range now:
+	// that holds only if no range moved since the replicas settled.
+	for rng, want := range assigned {
+		require.Equal(t, []string{want}, owner[rng],
+			"range %d moved after the replicas settled: a replica missed its renew deadline (%v) and fenced itself", rng, shardRenewDeadline)
+	}
 	perReplica := map[string]int{}
 	for _, n := range names {
 		w := &testv1.Widget{}
@@ -252,10 +276,10 @@ func TestShardedReplicasShareTheWidgets(t *testing.T) {
 		}
 	}
 	t.Logf("changed %d Widgets of c's ranges %v while unowned (a and b own %v)", bumped, moved, owners(survivors))
-	require.Eventually(t, func() bool {
+	waitFor(t, shardTimeout, func() (string, bool) {
 		o := owners(survivors)
-		return len(o) == shardRanges
-	}, 30*time.Second, 50*time.Millisecond, "a and b own every range")
+		return fmt.Sprintf("a and b own %d of %d ranges: %v", len(o), shardRanges, o), len(o) == shardRanges
+	})
 	var inMoved *testv1.Widget
 	for i := 0; inMoved == nil; i++ {
 		require.Less(t, i, 200, "no new Widget landed in c's ranges %v", moved)
@@ -266,7 +290,7 @@ func TestShardedReplicasShareTheWidgets(t *testing.T) {
 			inMoved = w
 		}
 	}
-	waitFor(t, time.Minute, func() (string, bool) { return converged(ctx, ns, names) })
+	waitFor(t, shardTimeout, func() (string, bool) { return converged(ctx, ns, names) })
 	newOwner := owners(survivors)[sharding.RangeOf(inMoved.UID, shardRanges)]
 	assert.Equal(t, newOwner, l.members(client.ObjectKeyFromObject(inMoved)), "%s, in a moved range, was reconciled by its new owner", inMoved.Name)
 
