@@ -101,7 +101,7 @@ func chaosLeaderFailover() features.Feature {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eventually(ctx, t, 30*time.Second, "the new leader starts its controllers", func(context.Context) (bool, string, error) {
+			eventually(ctx, t, leadTimeout, "the new leader starts its controllers", func(context.Context) (bool, string, error) {
 				_, ok := leader.leadStart()
 				return ok, "", nil
 			})

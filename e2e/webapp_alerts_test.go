@@ -93,7 +93,9 @@ func TestOperatorAlerts(t *testing.T) {
 			return ctx
 		}).
 		Assess("the metrics-reader token is allowed to scrape, another is not", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			eventually(ctx, t, 30*time.Second, "both targets scraped once", func(ctx context.Context) (bool, string, error) {
+			// Scraped every second: the deadline is a safety net for a
+			// loaded machine, whose scrapes may time out (1 s) a while.
+			eventually(ctx, t, convergeTimeout, "both targets scraped once", func(ctx context.Context) (bool, string, error) {
 				ts, err := prom.targets(ctx)
 				if err != nil {
 					return false, "", err

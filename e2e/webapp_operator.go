@@ -175,7 +175,7 @@ func (o *webappOperator) setupProcess(ctx context.Context, cfg *envconf.Config) 
 	if err := o.primary.start(ctx); err != nil {
 		return err
 	}
-	if err := o.waitLeading(ctx, o.primary, 30*time.Second); err != nil {
+	if err := o.waitLeading(ctx, o.primary, leadTimeout); err != nil {
 		return err
 	}
 	return o.waitWebhookServing(ctx, cfg)
@@ -413,6 +413,31 @@ func (o *webappOperator) leading(p *operatorProcess) bool {
 	return err == nil && strings.Contains(logs, controllersStarted)
 }
 
+// The operator's leader election runs controller-runtime's defaults
+// (main.go sets none): a 15 s lease, renewed within 10 s, tried every 2 s,
+// each try jittered by client-go to up to 1.2 retry periods later (tries
+// at most 4.4 s apart).
+const (
+	electionLease    = 15 * time.Second
+	electionRetryMax = 2 * time.Second * 22 / 10
+)
+
+// takeoverBound is how long after a leader vanished without releasing its
+// Lease (SIGKILL) a follower that runs on time holds it: the lease
+// duration, counted from the follower's last observation of a renewal (up
+// to one try before the kill), and its first try after the expiry:
+// 15 s + 2 × 4.4 s = 23.8 s. A released Lease is taken at the next try.
+const takeoverBound = electionLease + 2*electionRetryMax
+
+// leadTimeout bounds the wait for a process to lead and start its
+// controllers: the takeover, then the sync of its caches, which takes
+// seconds on an idle machine and more with every core busy. It is a safety
+// net, not a timing assertion (nothing here tests how fast a takeover is):
+// takeoverBound plus two minutes for the process, its caches and the API
+// server under CI's load; a failure reports the Lease holder or the end
+// of the process's log.
+const leadTimeout = takeoverBound + 2*time.Minute
+
 // waitLeading waits until p runs the controllers, and the Lease has a
 // holder.
 func (o *webappOperator) waitLeading(ctx context.Context, p *operatorProcess, timeout time.Duration) error {
@@ -502,9 +527,9 @@ func (o *webappOperator) restorePrimary(ctx context.Context, cfg *envconf.Config
 	for _, p := range others {
 		errs = append(errs, p.stop()) // releases the Lease if it led
 	}
-	// Lease duration (15s) and retry period (2s): a killed leader's Lease
-	// expires within that; a released one is taken at the next retry.
-	errs = append(errs, o.waitLeading(ctx, o.primary, 30*time.Second), o.waitWebhookServing(ctx, cfg))
+	// A killed leader's Lease is taken within takeoverBound, a released
+	// one at the next try; leadTimeout adds the process's start.
+	errs = append(errs, o.waitLeading(ctx, o.primary, leadTimeout), o.waitWebhookServing(ctx, cfg))
 	return errors.Join(errs...)
 }
 
