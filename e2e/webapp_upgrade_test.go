@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -31,8 +32,8 @@ func init() {
 	utilruntime.Must(webappv2.AddToScheme(scheme.Scheme))
 }
 
-// upgradeKey carries, from Setup to the assessments, the resourceVersions
-// the v1 WebApps had when they were stored as v1.
+// upgradeKey carries, from Setup to the assessments, the names of the
+// WebApps created and stored as v1.
 type upgradeKey struct{}
 
 // TestWebAppUpgrade is the L2 upgrade, on the suite's cluster: WebApps
@@ -109,7 +110,7 @@ func TestWebAppUpgrade(t *testing.T) {
 			if got := storedVersions(ctx, t, c); !slices.Equal(got, []string{"v1"}) {
 				t.Fatalf("before the upgrade: status.storedVersions = %v, want [v1]", got)
 			}
-			return context.WithValue(ctx, upgradeKey{}, map[string]string{shop: withDB.ResourceVersion, blog: plain.ResourceVersion})
+			return context.WithValue(ctx, upgradeKey{}, []string{withDB.Name, plain.Name})
 		}).
 		Assess("after the upgrade the v1 WebApps are stored as v2 and storedVersions is [v2]", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			// The upgrade: the current CRD, RBAC and webhook
@@ -132,16 +133,22 @@ func TestWebAppUpgrade(t *testing.T) {
 			t.Logf("upgrade: CRD applied, operator restarted, storage migrated in %v", time.Since(start).Round(100*time.Millisecond))
 
 			ns := Namespace(ctx, t)
-			before := ctx.Value(upgradeKey{}).(map[string]string)
-			for name, rv := range before {
-				var w webappv2.WebApp
-				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &w); err != nil {
-					t.Fatalf("read %s as v2: %v", name, err)
-				}
-				// The operator's status writes move it too; the
-				// migration log line below says the rewrite happened.
-				if w.ResourceVersion == rv {
-					t.Errorf("%s: resourceVersion still %s: never written since it was stored as v1", name, rv)
+			// Stored as v2 now. Comparing the resourceVersion with the one
+			// the WebApp had as v1 cannot tell: the operator's own writes
+			// (its finalizer, the status) move it whatever the migration
+			// did. An unchanged write does tell: the API server stores an
+			// update only when its encoding differs from what etcd holds,
+			// so an unchanged write of an object stored as v2 is not
+			// stored (its resourceVersion stays), and one of an object
+			// still stored as v1 is (it moves). The storageversion
+			// package's TestUpgradeFromV1 shows both on envtest (a
+			// migration's empty patches move every v1 object's version,
+			// a repeated one moves none).
+			for _, name := range ctx.Value(upgradeKey{}).([]string) {
+				key := client.ObjectKey{Namespace: ns, Name: name}
+				read, written := unchangedWrite(ctx, t, c, key)
+				if written != read {
+					t.Errorf("%s: an unchanged write was stored (resourceVersion %s -> %s): it was not stored as v2 after the migration", name, read, written)
 				}
 			}
 			logs, err := operator.primary.logs()
@@ -238,6 +245,31 @@ func TestWebAppUpgrade(t *testing.T) {
 		}).
 		Feature()
 	testenv.Test(t, f)
+}
+
+// unchangedWrite reads the WebApp key as v2 and writes it back unchanged,
+// locked to the resourceVersion it read (a JSON merge patch of that
+// resourceVersion alone), and returns the resourceVersion read and the one
+// the write answered: the same unless the write was stored. A conflict
+// (the operator wrote the WebApp in between) is tried again; it fails t
+// after a minute of them.
+func unchangedWrite(ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey) (read, written string) {
+	t.Helper()
+	eventually(ctx, t, convergeTimeout, fmt.Sprintf("an unchanged write of WebApp %s not refused by a conflict", key), func(ctx context.Context) (bool, string, error) {
+		var w webappv2.WebApp
+		if err := c.Get(ctx, key, &w); err != nil {
+			return false, "", err
+		}
+		read = w.ResourceVersion
+		lock := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, read))
+		err := c.Patch(ctx, &w, lock)
+		if apierrors.IsConflict(err) {
+			return false, "conflict: written since read at " + read, nil
+		}
+		written = w.ResourceVersion
+		return err == nil, "read at " + read, err
+	})
+	return read, written
 }
 
 // crdGone reports whether the WebApp CRD is gone and, while it is not,
