@@ -5,9 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -325,33 +327,6 @@ func TestWebAppSecurity(t *testing.T) {
 			t.Logf("the operator's permissions and why it needs each:\n%s", describePermissions())
 			return ctx
 		}).
-		Assess("the operator was never denied anything", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			if operator.mode != modeProcess {
-				t.Skip("reads host-process logs; E2E_OPERATOR=process")
-			}
-			// Every feature so far ran against it; an RBAC rule missing from
-			// the markers would show up in its log as the authorizer's
-			// denial: `... is forbidden: User "system:serviceaccount:..."
-			// cannot list resource ...`. (Other Forbidden answers are not
-			// RBAC: writes into a namespace being deleted are refused by
-			// NamespaceLifecycle, "unable to create new content in
-			// namespace ... because it is being terminated".)
-			denied := `is forbidden: User \"` + operatorUser + `\" cannot`
-			operator.mu.Lock()
-			defer operator.mu.Unlock()
-			for _, p := range operator.processes {
-				b, err := os.ReadFile(p.logPath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, line := range strings.Split(string(b), "\n") {
-					if strings.Contains(line, denied) {
-						t.Errorf("operator %s was denied: %s", p.name, line)
-					}
-				}
-			}
-			return ctx
-		}).
 		Feature()
 
 	podSecurity := features.New("a namespace enforcing Pod Security restricted admits the WebApp's pods").
@@ -429,7 +404,152 @@ func TestWebAppSecurity(t *testing.T) {
 		}).
 		Feature()
 
-	testenv.Test(t, leastPrivilege, podSecurity)
+	// The operator's logs are read from here on: what ran before this
+	// test (other features, other tests with other grants) is not its
+	// verdict.
+	mark := markOperatorLogs()
+	var probe *operatorProcess
+	neverDenied := features.New("the operator is never denied anything").
+		WithLabel("area", "security").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			if operator.mode != modeProcess {
+				t.Skip("reads host-process logs; E2E_OPERATOR=process")
+			}
+			return ctx
+		}).
+		Assess("control: a replica run with a flag its RBAC does not cover is denied, and the check sees it", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			// --sharding needs to list the group's Leases, which config/local
+			// does not grant (config/local-sharded does): the replica's
+			// lease rounds are refused, and it logs each refusal as the
+			// operator logs any (the API server's error in the JSON line).
+			// Were the operator's log format or the API server's wording
+			// to change, this finds nothing and fails, where the check
+			// below would pass for not recognizing a denial.
+			var err error
+			if probe, err = operator.newProcess("rbac-control", false); err != nil {
+				t.Fatal(err)
+			}
+			probe.noLeaderElection = true
+			probe.extraArgs = []string{"--migrate-storage=false", "--sharding", "--shard-identity=rbac-control"}
+			var once sync.Once
+			stop := func(ctx context.Context) { once.Do(func() { stopRBACControl(ctx, t, cfg, probe) }) }
+			t.Cleanup(func() { stop(context.WithoutCancel(ctx)) })
+			if err := probe.start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			eventually(ctx, t, convergeTimeout, "the replica without the RBAC of --sharding is denied, and deniedLines finds it", func(context.Context) (bool, string, error) {
+				logs, err := probe.logs()
+				if err != nil {
+					return false, "", err
+				}
+				found := deniedLines(logs)
+				return len(found) > 0, fmt.Sprintf("%d denials in %d bytes of its log", len(found), len(logs)), nil
+			})
+			stop(ctx)
+			return ctx
+		}).
+		Assess("the operator, taken through a WebApp's life, was never denied anything", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			// Since the mark the operator served this test's features; a
+			// WebApp created, changed and deleted here makes sure it
+			// reconciled, wrote every kind it owns, its status, its
+			// registry, and finalized, whatever ran before. An RBAC rule
+			// missing from the markers shows in its log as the
+			// authorizer's denial (other Forbidden answers are not RBAC:
+			// writes into a namespace being deleted are refused by
+			// NamespaceLifecycle, "unable to create new content in
+			// namespace ... because it is being terminated").
+			ns := Namespace(ctx, t)
+			w := newWebApp(ns, "audited", "registry.example.com/web:v1.0.0")
+			w.Spec.Replicas = new(int32(2))
+			createWebApp(ctx, t, cfg, w)
+			waitWebAppReady(ctx, t, cfg, ns, w.Name, 2)
+			patchWebApp(ctx, t, cfg, ns, w.Name, `{"spec":{"replicas":3,"image":"registry.example.com/web:v1.1.0"}}`)
+			waitWebAppReady(ctx, t, cfg, ns, w.Name, 3)
+			c := cfg.Client().Resources().GetControllerRuntimeClient()
+			if err := deleteWebAppAndWait(ctx, c, client.ObjectKeyFromObject(w), convergeTimeout); err != nil {
+				t.Fatal(err)
+			}
+
+			operator.mu.Lock()
+			processes := slices.Clone(operator.processes)
+			operator.mu.Unlock()
+			for _, p := range processes {
+				if p == probe {
+					continue
+				}
+				logs, err := mark.since(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, line := range deniedLines(logs) {
+					t.Errorf("operator %s was denied: %s", p.name, line)
+				}
+			}
+			return ctx
+		}).
+		Feature()
+
+	testenv.Test(t, leastPrivilege, podSecurity, neverDenied)
+}
+
+// deniedLines returns the lines of an operator's log that carry the
+// authorizer's denial of the operator's ServiceAccount: `... is
+// forbidden: User "system:serviceaccount:..." cannot list resource ...`,
+// its quotes escaped in the JSON line.
+func deniedLines(logs string) []string {
+	denied := `is forbidden: User \"` + operatorUser + `\" cannot`
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, denied) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// logMark is where each operator process's log ended at a moment.
+type logMark map[string]int64
+
+// markOperatorLogs marks the end of every operator process's log now.
+func markOperatorLogs() logMark {
+	m := logMark{}
+	operator.mu.Lock()
+	defer operator.mu.Unlock()
+	for _, p := range operator.processes {
+		if fi, err := os.Stat(p.logPath); err == nil {
+			m[p.logPath] = fi.Size()
+		}
+	}
+	return m
+}
+
+// since returns what p logged after the mark: all of its log if it had
+// none then.
+func (m logMark) since(p *operatorProcess) (string, error) {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.Seek(m[p.logPath], io.SeekStart); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(f)
+	return string(b), err
+}
+
+// stopRBACControl stops the control replica and deletes the Lease it
+// created (its RBAC let it create one but not delete it).
+func stopRBACControl(ctx context.Context, t *testing.T, cfg *envconf.Config, p *operatorProcess) {
+	t.Helper()
+	if err := p.stop(); err != nil {
+		t.Error(err)
+	}
+	operator.retire(p)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "webapp-operator-rbac-control", Namespace: operatorNamespace}}
+	if err := cfg.Client().Resources().GetControllerRuntimeClient().Delete(ctx, lease); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting the control replica's Lease: %v", err)
+	}
 }
 
 // operatorClient is a client with the operator's own credentials.
