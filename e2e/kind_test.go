@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -223,6 +224,9 @@ func TestKindWebhookCertificateReissued(t *testing.T) {
 
 			probe := startAdmissionProbe(ctx, cfg, ns)
 			defer probe.stop()
+			// The probe runs back to back from before the deletion to after
+			// the new certificate is served: it is seen admitting first.
+			probe.waitAdmitted(ctx, t, time.Now(), "before the Secret is deleted")
 			if err := r.Delete(ctx, &old); err != nil {
 				t.Fatal(err)
 			}
@@ -254,18 +258,28 @@ func TestKindWebhookCertificateReissued(t *testing.T) {
 			})
 			runClientJob(ctx, t, cfg, ns, "cert-after", "", "-get", url, "-insecure", "-want", "any",
 				"-cert-sha256", fingerprint(leaf), "-times", "8", "-deadline", "90s")
-			// One more admission with the new certificate served.
-			if err := dryRunWebApp(ctx, cfg, ns); err != nil {
-				t.Fatalf("admission with the re-issued certificate: %v", err)
+			// One more admission with the new certificate served, begun by
+			// the probe after it was seen served: the probe covered the
+			// whole re-issue, however few requests a loaded machine let it
+			// make.
+			probe.waitAdmitted(ctx, t, time.Now(), "with the re-issued certificate served")
+			ok, failures, timeouts := probe.stop()
+			t.Logf("admission probe: %d dry-run creates admitted, %d refused, %d without an answer in time", ok, len(failures), len(timeouts))
+			for _, err := range timeouts {
+				// Slowness, not the certificate: a webhook call or request
+				// that outlived its deadline got no verdict either way.
+				t.Logf("no answer in time (not counted): %v", err)
 			}
-			ok, failures := probe.stop()
-			t.Logf("admission probe: %d dry-run creates admitted, %d failed", ok, len(failures))
 			if len(failures) > 0 {
-				t.Fatalf("%d of %d dry-run creates failed while the certificate was re-issued; first: %v", len(failures), ok+len(failures), failures[0])
+				t.Fatalf("%d dry-run creates were refused while the certificate was re-issued; first: %v", len(failures), failures[0])
 			}
-			if ok < 10 {
-				t.Fatalf("only %d dry-run creates were made during the re-issue; the probe did not run throughout", ok)
-			}
+			// Control: what the probe counts as refused includes a
+			// certificate its caller does not trust. A webhook
+			// configuration that trusts only the old CA, for ConfigMaps of
+			// this namespace labelled for it, calls the same Service: its
+			// admission must now be refused for the certificate, and be
+			// classified as a refusal, not as slowness.
+			requireOldCARefused(ctx, t, cfg, ns, old.Data["ca.crt"])
 			return ctx
 		}).
 		Feature()
@@ -619,17 +633,29 @@ func dryRunWebApp(ctx context.Context, cfg *envconf.Config, ns string) error {
 }
 
 // admissionProbe makes dry-run creates of WebApps back to back until
-// stopped, and counts them.
+// stopped, and counts them: admitted, refused (an answer that is not an
+// admission: an untrusted certificate, a refused connection, a denial),
+// and timed out (no answer within the webhook's or the request's
+// deadline, which says the machine is slow, not that admission failed).
 type admissionProbe struct {
-	cancel   context.CancelFunc
-	done     chan struct{}
-	once     sync.Once
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+
+	mu       sync.Mutex
 	ok       int
+	lastOK   time.Time // when the last admitted request began
 	failures []error
+	timeouts []error
 }
 
+// probeRequestTimeout is a probe request's own deadline: longer than the
+// webhook's (timeoutSeconds, 10 s by default), so that a slow webhook call
+// comes back as the API server's answer, whose text says it timed out.
+const probeRequestTimeout = 30 * time.Second
+
 // startAdmissionProbe starts a probe in the background: one dry-run create
-// every 100ms, each with its own 10s deadline.
+// every 100ms, each with its own deadline (probeRequestTimeout).
 func startAdmissionProbe(ctx context.Context, cfg *envconf.Config, ns string) *admissionProbe {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &admissionProbe{cancel: cancel, done: make(chan struct{})}
@@ -638,17 +664,24 @@ func startAdmissionProbe(ctx context.Context, cfg *envconf.Config, ns string) *a
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			reqCtx, reqCancel := context.WithTimeout(ctx, 10*time.Second)
+			began := time.Now()
+			reqCtx, reqCancel := context.WithTimeout(ctx, probeRequestTimeout)
 			err := dryRunWebApp(reqCtx, cfg, ns)
 			reqCancel()
 			if ctx.Err() != nil {
 				return // stopped while a request was in flight: not counted
 			}
-			if err != nil {
-				p.failures = append(p.failures, fmt.Errorf("%s: %w", time.Now().Format(time.RFC3339Nano), err))
-			} else {
+			p.mu.Lock()
+			switch {
+			case err == nil:
 				p.ok++
+				p.lastOK = began
+			case timedOut(err):
+				p.timeouts = append(p.timeouts, fmt.Errorf("%s: %w", began.Format(time.RFC3339Nano), err))
+			default:
+				p.failures = append(p.failures, fmt.Errorf("%s: %w", began.Format(time.RFC3339Nano), err))
 			}
+			p.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return
@@ -659,13 +692,95 @@ func startAdmissionProbe(ctx context.Context, cfg *envconf.Config, ns string) *a
 	return p
 }
 
+// waitAdmitted waits until a request the probe began at or after since was
+// admitted.
+func (p *admissionProbe) waitAdmitted(ctx context.Context, t *testing.T, since time.Time, when string) {
+	t.Helper()
+	eventually(ctx, t, convergeTimeout, "the admission probe admitted "+when, func(context.Context) (bool, string, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return !p.lastOK.Before(since), fmt.Sprintf("%d admitted (the last begun at %s), %d refused, %d timed out",
+			p.ok, p.lastOK.Format(time.RFC3339Nano), len(p.failures), len(p.timeouts)), nil
+	})
+}
+
 // stop ends the probe and returns its counts; it may be called again.
-func (p *admissionProbe) stop() (ok int, failures []error) {
+func (p *admissionProbe) stop() (ok int, failures, timeouts []error) {
 	p.once.Do(func() {
 		p.cancel()
 		<-p.done
 	})
-	return p.ok, p.failures
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ok, p.failures, p.timeouts
+}
+
+// timedOut reports whether err is an admission that got no answer in time:
+// the request's own deadline, the API server's, or its call of the webhook
+// outliving the webhook's timeoutSeconds. A certificate that is not
+// trusted or a connection refused is an answer, and not a timeout.
+func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"context deadline exceeded", "Client.Timeout exceeded", "i/o timeout", "TLS handshake timeout"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// requireOldCARefused is the certificate test's control: a webhook
+// configuration trusting only oldCA (the CA before the re-issue) is called
+// for a dry-run create of a ConfigMap in ns labelled for it, at the
+// operator's webhook Service; the admission must be refused for the
+// certificate (x509), and timedOut must not take the refusal for slowness.
+func requireOldCARefused(ctx context.Context, t *testing.T, cfg *envconf.Config, ns string, oldCA []byte) {
+	t.Helper()
+	c := cfg.Client().Resources().GetControllerRuntimeClient()
+	const label = "e2e.reconcilekit.io/old-ca-control"
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-old-ca-control-" + ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "old-ca-control.e2e.reconcilekit.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service: &admissionregistrationv1.ServiceReference{Namespace: operatorNamespace, Name: webhookService,
+					Path: new("/validate-apps-example-com-v1-webapp")},
+				CABundle: oldCA,
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+			}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{label: "true"}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if err := c.Create(ctx, vwc); err != nil {
+		t.Fatalf("creating the control's webhook configuration: %v", err)
+	}
+	defer func() {
+		if err := c.Delete(context.WithoutCancel(ctx), vwc); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting the control's webhook configuration: %v", err)
+		}
+	}()
+	// The API server calls a new configuration once its informer has it:
+	// until then the create is admitted without it.
+	eventually(ctx, t, convergeTimeout, "a caller trusting only the old CA is refused for the certificate, and not taken for a timeout", func(ctx context.Context) (bool, string, error) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "old-ca-control-", Namespace: ns, Labels: map[string]string{label: "true"}}}
+		err := c.Create(ctx, cm, client.DryRunAll)
+		if err == nil {
+			return false, "admitted: the configuration is not in effect yet", nil
+		}
+		return strings.Contains(err.Error(), "x509") && !timedOut(err), err.Error(), nil
+	})
 }
 
 // tailLines returns the last n lines of s.
