@@ -613,7 +613,10 @@ func (m *Member) report(changes []transition, ownedNow []int) {
 		case owned:
 			handoffs.WithLabelValues(m.opts.Group, "acquired").Inc()
 			handoffWait.WithLabelValues(m.opts.Group).Observe(c.waited.Seconds())
-			m.log.Info("range acquired", "range", c.rng, "waited", c.waited)
+			// ownedSince is when the round that acquired the range began
+			// its step: no pass of the range began before it, while the
+			// line itself is written after the passes may have begun.
+			m.log.Info("range acquired", "range", c.rng, "waited", c.waited, "ownedSince", c.at.UTC().Format(time.RFC3339Nano))
 		case free:
 			if c.from == draining {
 				handoffs.WithLabelValues(m.opts.Group, "released").Inc()

@@ -70,6 +70,9 @@ type transition struct {
 	// waited is, on acquiring → owned, how long since the range was
 	// assigned to this replica.
 	waited time.Duration
+	// at is the round's time (round.now): taken before the step, so
+	// before any pass the new state lets begin.
+	at time.Time
 }
 
 // step advances every range by at most one transition (draining ranges with
@@ -77,7 +80,7 @@ type transition struct {
 func (t *table) step(rd round) []transition {
 	var changes []transition
 	move := func(r int, to rangeState) {
-		changes = append(changes, transition{rng: r, from: t.state[r], to: to})
+		changes = append(changes, transition{rng: r, from: t.state[r], to: to, at: rd.now})
 		t.state[r] = to
 		if to == free {
 			// Until a write says otherwise, an unclaimed range is not

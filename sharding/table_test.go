@@ -45,8 +45,8 @@ func TestTableAcquiresOnlyAPersistedUncontestedClaim(t *testing.T) {
 		t.Fatalf("owned a range another live lease claims: %v", tb.state[0])
 	}
 	changes := tb.step(round{fresh: true, assigned: only(2, 0), claimedElsewhere: all(2, false), now: now.Add(3 * time.Second)})
-	if tb.state[0] != owned || len(changes) != 1 || changes[0].waited != 3*time.Second {
-		t.Fatalf("want owned after 3s, got %v %+v", tb.state[0], changes)
+	if tb.state[0] != owned || len(changes) != 1 || changes[0].waited != 3*time.Second || !changes[0].at.Equal(now.Add(3*time.Second)) {
+		t.Fatalf("want owned after 3s, at the round's time, got %v %+v", tb.state[0], changes)
 	}
 }
 
