@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -160,7 +161,10 @@ func (sf *shardedFleet) awaitOwners(ctx context.Context, t *testing.T, want ...*
 	for _, r := range want {
 		names[r.inc.p.name] = true
 	}
-	eventually(ctx, t, maxUnowned+30*time.Second, fmt.Sprintf("the ranges owned by %d replicas", len(want)), func(context.Context) (bool, string, error) {
+	// A safety net, not the bound under test (checkShards holds every
+	// range to maxUnowned): the replicas just started must also sync
+	// their caches, which a loaded machine slows down.
+	eventually(ctx, t, maxUnowned+2*time.Minute, fmt.Sprintf("the ranges owned by %d replicas", len(want)), func(context.Context) (bool, string, error) {
 		owned, err := sf.ownerships()
 		if err != nil {
 			return false, "", err
@@ -481,4 +485,31 @@ func TestCheckShards(t *testing.T) {
 	assert.Len(t, res.violations, 1, "unowned too long after the last fault")
 	res = checkShards(nil, full(), []time.Time{at(20)}, at(30).Add(maxUnowned+time.Second))
 	assert.Len(t, res.violations, 1, "a fault before the wait began does not count")
+
+	// A period begins at the acquiring round's time (ownedSince), before
+	// the line that says so was written; it ends at the release line.
+	path := filepath.Join(t.TempDir(), "replica.log")
+	lines := fmt.Sprintf(`{"level":"info","ts":"2026-12-05T12:00:01.4Z","msg":"range acquired","range":%[1]d,"waited":"1s","ownedSince":"2026-12-05T12:00:01Z"}
+{"level":"info","ts":"2026-12-05T12:00:05Z","msg":"something else","range":%[1]d}
+{"level":"info","ts":"2026-12-05T12:00:09Z","msg":"range released","range":%[1]d}
+`, rng)
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log, err := readRangeLog(path)
+	assert.NoError(t, err)
+	assert.Equal(t, []rangeLog{{at: at(1), rng: rng, acquired: true}, {at: at(9), rng: rng}}, log)
+	// A write sent between the round and its line is the owner's.
+	o := ownerships("a", log, time.Time{}, nil)
+	res = checkShards([]shardWrite{{replica: "a", app: app, what: "PATCH webapps/x", sent: at(1.2), answered: at(1.3)}}, o, nil, at(9))
+	for _, v := range res.violations {
+		assert.NotContains(t, v, "did not own", "a write after ownedSince and before the acquired line")
+	}
+	res = checkShards([]shardWrite{{replica: "a", app: app, what: "PATCH webapps/x", sent: at(0.9), answered: at(1.0)}}, o, nil, at(9))
+	assert.Len(t, res.violations, 1, "a write sent before the acquiring round")
+	if err := os.WriteFile(path, []byte(`{"ts":"2026-12-05T12:00:01Z","msg":"range acquired","range":3}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = readRangeLog(path)
+	assert.ErrorContains(t, err, "without ownedSince", "a line of an operator older than the check")
 }
