@@ -22,11 +22,22 @@ import (
 )
 
 // A manager's cache reaches the API server through a proxy the test takes
-// down until the Widget informer's list or watch has failed five times,
-// which puts client-go's reflector 12.8 to 25.6 s away from its next try.
-// With reconciler.NewInformer the informer waits the outage out inside the
-// call instead, and holds a Widget created once the proxy is back within
-// a few seconds.
+// down until the Widget informer's list or watch has failed six times,
+// which puts client-go's reflector 25.6 to 51.2 s away from its next try
+// (800 ms doubling, jitter up to as much again). With
+// reconciler.NewInformer the informer waits the outage out inside the call
+// instead, and holds a Widget created once the proxy is back within
+// newInformerCurrent.
+//
+// newInformerCurrent is the bound under test. It is made of NewInformer's
+// longest wait between two tries (1.5 times informerRetry: 1.5 s), and a
+// margin of 18.5 s for the list, the watch and the Widget's event on a
+// loaded machine; it stays under the reflector's 25.6 s, so an informer
+// left to the reflector's backoff still fails the test.
+const (
+	outageFailures     = 6
+	newInformerCurrent = 20 * time.Second
+)
 func TestNewInformerIsCurrentSoonAfterAnOutage(t *testing.T) {
 	testenv.Require(t)
 	ns := env.Namespace(t)
@@ -48,12 +59,14 @@ func TestNewInformerIsCurrentSoonAfterAnOutage(t *testing.T) {
 	require.Eventually(t, func() bool { return seen("before") }, time.Minute, 10*time.Millisecond, "the cache never held a Widget through the proxy")
 
 	proxy.down()
-	require.Eventually(t, func() bool { return failures.Load() >= 5 }, time.Minute, 10*time.Millisecond,
-		"the Widget informer's list or watch did not fail five times with the API server unreachable")
+	// Six failures take NewInformer six seconds or so, and the reflector
+	// alone (0.8 + 1.6 + ... + 12.8 s, jittered) under 50 s.
+	require.Eventually(t, func() bool { return failures.Load() >= outageFailures }, time.Minute, 10*time.Millisecond,
+		"the Widget informer's list or watch did not fail %d times with the API server unreachable", outageFailures)
 	proxy.up()
 	require.NoError(t, env.Client.Create(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "after", Namespace: ns}}))
-	require.Eventually(t, func() bool { return seen("after") }, 5*time.Second, 10*time.Millisecond,
-		"the cache did not hold a Widget created after the outage within 5 s: its informer is backing off")
+	require.Eventually(t, func() bool { return seen("after") }, newInformerCurrent, 10*time.Millisecond,
+		"the cache did not hold a Widget created after the outage within %v: its informer is backing off", newInformerCurrent)
 }
 
 // countFailures counts the failed lists and watches of a ListerWatcher.
