@@ -88,7 +88,7 @@ func TestStalledObjectsGauge(t *testing.T) {
 	require.Equal(t, 1.0, v)
 	w := f.get()
 	require.NoError(t, env.Client.Delete(f.ctx, w))
-	require.Eventually(t, func() bool { return widgetGone(t, f) }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return widgetGone(t, f) }, time.Minute, 20*time.Millisecond, "the deleted Widget is gone")
 	_, err = f.reconcile()
 	require.NoError(t, err)
 	v, _ = gauge(t, name, f.opts.Name)

@@ -76,7 +76,10 @@ func TestServiceCacheMemory(t *testing.T) {
 		defer wg.Wait()
 		defer cancel()
 		wg.Go(func() { _ = run(runCtx) })
-		require.Eventually(t, ready, 60*time.Second, 100*time.Millisecond)
+		// A safety net: the caches list every Service and, with a WebApp
+		// naming a database, the reconciler finds it, which a loaded
+		// machine may take a while to do.
+		require.Eventually(t, ready, 3*time.Minute, 100*time.Millisecond, "the caches did not sync, or the WebApp's DatabaseReady did not say what was waited for")
 		return liveHeap() - base // signed: it may shrink
 	}
 

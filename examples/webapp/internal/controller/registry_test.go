@@ -105,7 +105,7 @@ func TestRegistryShards(t *testing.T) {
 		`{"data":{"` + entry + `":null}}`,                          // removed
 	} {
 		require.NoError(t, env.Client.Patch(ctx, shard, client.RawPatch(types.MergePatchType, []byte(drift))))
-		require.Eventually(t, entryIs(a, want, true), 10*time.Second, 50*time.Millisecond, "registry drift %s was not repaired", drift)
+		require.Eventually(t, entryIs(a, want, true), time.Minute, 50*time.Millisecond, "registry drift %s was not repaired", drift)
 	}
 	// A whole shard deleted: recreated with its entry.
 	old := &corev1.ConfigMap{}
@@ -114,7 +114,7 @@ func TestRegistryShards(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cm := &corev1.ConfigMap{}
 		return env.Client.Get(ctx, client.ObjectKeyFromObject(shard), cm) == nil && cm.UID != old.UID && cm.Data[entry] == want
-	}, 10*time.Second, 50*time.Millisecond, "a deleted shard was not recreated with its entry")
+	}, time.Minute, 50*time.Millisecond, "a deleted shard was not recreated with its entry")
 
 	// Deleting a WebApp removes its entry from its shard; the other stays.
 	require.NoError(t, env.Client.Delete(ctx, &webappv2.WebApp{ObjectMeta: metav1.ObjectMeta{Name: a, Namespace: ns}}))
@@ -401,6 +401,6 @@ func TestCreateAndDeleteAtOnce(t *testing.T) {
 		}
 		return left
 	}
-	assert.Eventually(t, func() bool { return len(entries()) == 0 }, 10*time.Second, 100*time.Millisecond)
+	assert.Eventually(t, func() bool { return len(entries()) == 0 }, time.Minute, 100*time.Millisecond)
 	assert.Empty(t, entries(), "entries left in the registry for deleted WebApps")
 }
