@@ -21,6 +21,17 @@ import (
 	"github.com/reconcilekit/reconcilekit/reconciler"
 )
 
+// newInformerCurrent is the bound under test below. It is made of
+// NewInformer's longest wait between two tries (1.5 times informerRetry:
+// 1.5 s), and a margin of 18.5 s for the list, the watch and the Widget's
+// event on a loaded machine; it stays under the 25.6 s the reflector
+// waits at least after outageFailures failures, so an informer left to the
+// reflector's backoff still fails the test.
+const (
+	outageFailures     = 6
+	newInformerCurrent = 20 * time.Second
+)
+
 // A manager's cache reaches the API server through a proxy the test takes
 // down until the Widget informer's list or watch has failed six times,
 // which puts client-go's reflector 25.6 to 51.2 s away from its next try
@@ -28,16 +39,6 @@ import (
 // reconciler.NewInformer the informer waits the outage out inside the call
 // instead, and holds a Widget created once the proxy is back within
 // newInformerCurrent.
-//
-// newInformerCurrent is the bound under test. It is made of NewInformer's
-// longest wait between two tries (1.5 times informerRetry: 1.5 s), and a
-// margin of 18.5 s for the list, the watch and the Widget's event on a
-// loaded machine; it stays under the reflector's 25.6 s, so an informer
-// left to the reflector's backoff still fails the test.
-const (
-	outageFailures     = 6
-	newInformerCurrent = 20 * time.Second
-)
 func TestNewInformerIsCurrentSoonAfterAnOutage(t *testing.T) {
 	testenv.Require(t)
 	ns := env.Namespace(t)
