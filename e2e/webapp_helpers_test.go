@@ -125,6 +125,37 @@ func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what s
 	}
 }
 
+// eventuallyProgressing is eventually for a wait whose length grows with
+// the work left (objects to finalize, however many earlier features left):
+// it fails when the state check reports has not changed for stall, not
+// after a fixed time; limit is only a safety net.
+func eventuallyProgressing(ctx context.Context, t *testing.T, stall, limit time.Duration, what string, check func(ctx context.Context) (done bool, state string, err error)) {
+	t.Helper()
+	var (
+		state   = "(no poll succeeded)"
+		changed = time.Now()
+		last    error
+	)
+	err := wait.For(func(ctx context.Context) (bool, error) {
+		done, st, err := check(ctx)
+		last = err
+		if err == nil && st != state {
+			state, changed = st, time.Now()
+		}
+		if done && err == nil {
+			return true, nil
+		}
+		if time.Since(changed) > stall {
+			return false, fmt.Errorf("no progress for %v", stall)
+		}
+		return false, nil
+	}, wait.WithContext(ctx), wait.WithTimeout(limit), wait.WithInterval(pollInterval), wait.WithImmediate())
+	if err != nil {
+		t.Fatalf("%s: not reached (stalled %v, at most %v in all): %v\n  last state (unchanged since %s): %s\n  last error: %v",
+			what, stall, limit, err, changed.Format(time.RFC3339), state, last)
+	}
+}
+
 // newWebApp returns a WebApp with just an image: the webhook defaults the
 // rest.
 func newWebApp(ns, name, image string) *webappv1.WebApp {

@@ -278,7 +278,7 @@ func (o *webappOperator) install(ctx context.Context, kustomization string) erro
 	if _, err := o.h.Kubectl(ctx, "apply", "--server-side", "-f", file); err != nil {
 		return err
 	}
-	_, err = o.h.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+webappCRD, "--timeout=60s")
+	_, err = o.h.Kubectl(ctx, "wait", "--for=condition=Established", "crd/"+webappCRD, "--timeout="+establishTimeout)
 	return err
 }
 
@@ -428,6 +428,10 @@ const (
 // to one try before the kill), and its first try after the expiry:
 // 15 s + 2 × 4.4 s = 23.8 s. A released Lease is taken at the next try.
 const takeoverBound = electionLease + 2*electionRetryMax
+
+// establishTimeout bounds kubectl's wait for the WebApp CRD to be
+// Established, which takes the API server a second or so: a safety net.
+const establishTimeout = "5m"
 
 // leadTimeout bounds the wait for a process to lead and start its
 // controllers: the takeover, then the sync of its caches, which takes

@@ -75,7 +75,10 @@ func TestWebAppUpgrade(t *testing.T) {
 			// features' leftovers too; the operator still runs, so their
 			// finalizer is removed as the CRD's deletion deletes them.
 			harness.MustKubectl(ctx, t, "delete", "crd", webappCRD, "--wait=false")
-			eventually(ctx, t, convergeTimeout, "CRD "+webappCRD+" deleted with every WebApp", func(ctx context.Context) (bool, string, error) {
+			// However many WebApps earlier features left, each finalized
+			// by the operator: the wait fails when no WebApp has gone for
+			// convergeTimeout, not after a fixed time.
+			eventuallyProgressing(ctx, t, convergeTimeout, 15*time.Minute, "CRD "+webappCRD+" deleted with every WebApp", func(ctx context.Context) (bool, string, error) {
 				return crdGone(ctx, c)
 			})
 
@@ -89,7 +92,7 @@ func TestWebAppUpgrade(t *testing.T) {
 			harness.MustKubectl(ctx, t, "delete", "mutatingwebhookconfiguration", "webapp-mutating-webhook-configuration", "--ignore-not-found")
 			harness.MustKubectl(ctx, t, "delete", "validatingwebhookconfiguration", "webapp-validating-webhook-configuration", "--ignore-not-found")
 			harness.MustKubectl(ctx, t, "apply", "--server-side", "-f", oldCRD)
-			harness.MustKubectl(ctx, t, "wait", "--for=condition=Established", "crd/"+webappCRD, "--timeout=60s")
+			harness.MustKubectl(ctx, t, "wait", "--for=condition=Established", "crd/"+webappCRD, "--timeout="+establishTimeout)
 
 			ns := Namespace(ctx, t)
 			if err := c.Create(ctx, &corev1.Service{
