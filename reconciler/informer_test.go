@@ -61,8 +61,11 @@ func TestNewInformerIsCurrentSoonAfterAnOutage(t *testing.T) {
 
 	proxy.down()
 	// Six failures take NewInformer six seconds or so, and the reflector
-	// alone (0.8 + 1.6 + ... + 12.8 s, jittered) under 50 s.
-	require.Eventually(t, func() bool { return failures.Load() >= outageFailures }, time.Minute, 10*time.Millisecond,
+	// alone its backoffs (0.8 + 1.6 + ... + 12.8 s, up to twice that with
+	// the jitter) and the failing calls: more than a minute was seen. A
+	// safety net, so that such an informer fails the bound below, which
+	// says why.
+	require.Eventually(t, func() bool { return failures.Load() >= outageFailures }, 3*time.Minute, 10*time.Millisecond,
 		"the Widget informer's list or watch did not fail %d times with the API server unreachable", outageFailures)
 	proxy.up()
 	require.NoError(t, env.Client.Create(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "after", Namespace: ns}}))
