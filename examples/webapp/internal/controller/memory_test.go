@@ -158,8 +158,33 @@ func TestServiceCacheMemory(t *testing.T) {
 }
 
 // createServices creates n headless Services (envtest's Service CIDR has
-// 254 addresses) in ns, as a team's unrelated workloads would have them.
+// 254 addresses) in ns, as a team's unrelated workloads would have them,
+// and deletes them when t ends: the "before" cache holds every Service of
+// the cluster, and envtest deletes no namespace, so a second run (-count)
+// would measure the first one's Services too.
 func createServices(t *testing.T, ns string, n int) {
+	t.Helper()
+	t.Cleanup(func() {
+		eachService(t, n, func(ctx context.Context, name string) error {
+			return client.IgnoreNotFound(env.Client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}))
+		})
+		var list corev1.ServiceList
+		require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(ns),
+			client.MatchingLabels{"app.kubernetes.io/part-of": "storefront"}))
+		require.Empty(t, list.Items, "unrelated Services left in %s after the test", ns)
+	})
+	eachService(t, n, func(ctx context.Context, name string) error {
+		return env.Client.Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Labels: map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "storefront"}},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app.kubernetes.io/name": name},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+		})
+	})
+}
+
+// eachService calls do for the names of n Services, eight at a time.
+func eachService(t *testing.T, n int, do func(ctx context.Context, name string) error) {
 	t.Helper()
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -168,13 +193,7 @@ func createServices(t *testing.T, ns string, n int) {
 	for range 8 {
 		wg.Go(func() {
 			for i := range next {
-				name := fmt.Sprintf("unrelated-%05d", i)
-				errs <- env.Client.Create(ctx, &corev1.Service{
-					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-						Labels: map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "storefront"}},
-					Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app.kubernetes.io/name": name},
-						Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
-				})
+				errs <- do(ctx, fmt.Sprintf("unrelated-%05d", i))
 			}
 		})
 	}
