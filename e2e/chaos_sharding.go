@@ -171,14 +171,14 @@ func readRangeLog(path string) ([]rangeLog, error) {
 		// An acquisition counts from the round that made it (ownedSince),
 		// which precedes every pass it let begin; the line's own time
 		// follows them, by however long the machine took to write it.
-		stamp := line.TS
+		when := line.TS
 		if line.Msg == "range acquired" {
 			if line.OwnedSince == "" {
 				return nil, fmt.Errorf("%s: a range acquired line without ownedSince (an operator older than the check): %s", path, text)
 			}
-			stamp = line.OwnedSince
+			when = line.OwnedSince
 		}
-		at, err := time.Parse(time.RFC3339Nano, stamp)
+		at, err := time.Parse(time.RFC3339Nano, when)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
