@@ -143,10 +143,9 @@ func TestWebAppUpgrade(t *testing.T) {
 			// update only when its encoding differs from what etcd holds,
 			// so an unchanged write of an object stored as v2 is not
 			// stored (its resourceVersion stays), and one of an object
-			// still stored as v1 is (it moves). The storageversion
-			// package's TestUpgradeFromV1 shows both on envtest (a
-			// migration's empty patches move every v1 object's version,
-			// a repeated one moves none).
+			// still stored as v1 is (it moves): the storageversion
+			// package's TestUnchangedWriteTellsTheStoredVersion shows both
+			// on envtest, with no migration.
 			for _, name := range ctx.Value(upgradeKey{}).([]string) {
 				key := client.ObjectKey{Namespace: ns, Name: name}
 				read, written := unchangedWrite(ctx, t, c, key)

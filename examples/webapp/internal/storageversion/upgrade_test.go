@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -30,6 +31,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -101,6 +104,8 @@ func TestUpgradeFromV1(t *testing.T) {
 	// The operator runs before the upgrade, and its migration has looked
 	// at the CRD (nothing to do: v1 is stored and the storage version).
 	startWebhookServer(t, ctx)
+	// Run after the migrator stops and before the webhook server does.
+	t.Cleanup(func() { restoreBeforeUpgrade(t) })
 	installAdmissionWebhooks(t, ctx)
 	migrations := &migrationLog{}
 	stopMigrator := startMigrator(t, ctx, migrations)
@@ -286,6 +291,62 @@ func TestUpgradeFromV1(t *testing.T) {
 	})
 }
 
+// TestUnchangedWriteTellsTheStoredVersion is the control of the e2e
+// suite's check that the upgraded WebApps are stored as v2
+// (TestWebAppUpgrade's unchangedWrite): a WebApp written back unchanged,
+// locked to the resourceVersion just read, is stored again (its version
+// moves) while it is stored as v1 under the v2 storage version, and not
+// once it is stored as v2. No migration runs here.
+func TestUnchangedWriteTellsTheStoredVersion(t *testing.T) {
+	testenv.Require(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	app := &webappv1.WebApp{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stored-as-v1"}, Spec: webappv1.WebAppSpec{
+		Image: "registry.example.com/web:1.0", Replicas: new(int32(1)), Resources: &webappv1.ContainerResources{CPU: q("250m"), Memory: q("64Mi")}}}
+	require.NoError(t, env.Client.Create(ctx, app))
+	startWebhookServer(t, ctx)
+	t.Cleanup(func() { restoreBeforeUpgrade(t) })
+	upgradeCRD(t, ctx)
+
+	unchangedWrite := func() (read, written string) {
+		w := &webappv2.WebApp{}
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(app), w))
+		read = w.ResourceVersion
+		lock := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, read))
+		require.NoError(t, env.Client.Patch(ctx, w, lock))
+		return read, w.ResourceVersion
+	}
+	read, written := unchangedWrite()
+	assert.NotEqual(t, read, written, "stored as v1: the unchanged write is stored, in v2")
+	read, written = unchangedWrite()
+	assert.Equal(t, read, written, "stored as v2: the unchanged write is not stored")
+}
+
+// restoreBeforeUpgrade puts the cluster back as TestMain left it, so that
+// the test can run again (-count): no admission webhook configuration (they
+// call a webhook server that stops with the test), and the v1-only CRD.
+// The upgraded CRD cannot be turned back (v2 is in its storedVersions): it
+// is deleted, with its WebApps, and the CRD of before the upgrade installed
+// again.
+func restoreBeforeUpgrade(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, cfg := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{},
+	} {
+		require.NoError(t, env.Client.DeleteAllOf(ctx, cfg))
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: crdName}}
+	require.NoError(t, client.IgnoreNotFound(env.Client.Delete(ctx, crd)))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}))
+	}, time.Minute, 50*time.Millisecond, "the upgraded CRD deleted, with its WebApps")
+	_, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(webappDir(), "testdata", "webapps-crd-v1-only.yaml")}, ErrorIfPathMissing: true,
+	})
+	require.NoError(t, err, "installing the v1-only CRD again")
+}
+
 // upgradeCRD replaces the installed CRD's spec with config/crd/bases' (v1
 // and v2, stored as v2) and converts through the webhook server envtest
 // prepared, as config/local does with https://127.0.0.1:9443/convert.
@@ -385,6 +446,9 @@ func startMigrator(t *testing.T, ctx context.Context, log *migrationLog) (stop f
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  env.Scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// The test may run again in this process (-count): the
+		// controller's name is taken by the first run's.
+		Controller: config.Controller{SkipNameValidation: new(true)},
 	})
 	require.NoError(t, err)
 	reader := &countingReader{Reader: mgr.GetAPIReader()}
