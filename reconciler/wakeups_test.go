@@ -42,10 +42,12 @@ func skipped(t *testing.T, controller, cause string) float64 {
 
 // startWidgetController runs a reconciler for the Widgets of namespace ns
 // under a manager, set up by Builder as SetupWithManager does, and returns
-// its controller name.
+// its controller name. The name ends with ns, new in each run: the metrics
+// are the process's, and a test run again (-count) must not count its
+// earlier runs' passes.
 func startWidgetController(t *testing.T, ns string, opts reconciler.Options[*testv1.Widget]) string {
 	t.Helper()
-	opts.Name = "wakeups-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	opts.Name = "wakeups-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())) + "-" + ns
 	env.StartManager(t, func(mgr manager.Manager) error {
 		r, err := reconciler.New(mgr, opts)
 		if err != nil {
