@@ -153,8 +153,9 @@ test-docs: tools ## Follow docs/quickstart.md, then docs/guide/, and docs/adopti
 #   1. test-checks (generated files, vet, lint, unit, integration: no cluster)
 #      beside kind-build (the engine, kind, the node image). The unit tests
 #      stay after vet in one chain: run beside it (tried at f50cdad), both
-#      compiled the same dependencies at once, vet took 20 minutes cold
-#      instead of 12 and the unit tests 14 instead of 3;
+#      compiled the same dependencies at once (vet took 20 minutes cold
+#      instead of 12, the unit tests 14 instead of 3) and the phase ended
+#      no sooner;
 #   2. test-clusters (the e2e suite on kwok, the docs walks, the README's
 #      make demo commands: each binds 127.0.0.1:9443, so one after another)
 #      beside test-node (the kind suite, then the README's kind commands).
