@@ -90,6 +90,19 @@ func (b *bypassed[T]) put(key types.NamespacedName, obj T) {
 	b.objects[key] = obj
 }
 
+// forgetLive drops key's last state if it is the live object's (its UID):
+// that object was not deleted (a deletion event for an object that only
+// left a cache, such as a sharded replica's on a range handed over), and
+// the state held would otherwise run the cleanup of a later pass on the
+// key once the object is gone, a second time.
+func (b *bypassed[T]) forgetLive(key types.NamespacedName, uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if held, ok := b.objects[key]; ok && held.GetUID() == uid {
+		delete(b.objects, key)
+	}
+}
+
 // take removes and returns key's last state, if one is held.
 func (b *bypassed[T]) take(key types.NamespacedName) (T, bool) {
 	b.mu.Lock()

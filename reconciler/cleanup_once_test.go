@@ -10,8 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
@@ -76,4 +80,63 @@ func TestCleanupRunsOnceWhenRemovingTheFinalizerDeletes(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, map[string]int{"deleted": 1, "held": 1}, runs)
+}
+
+// A deletion event for an object that was not deleted (a sharded cache
+// passes one on when the object leaves this replica's ranges, and before
+// the fix for every update of another replica's objects) held its last
+// state under its name; the pass that then found the object live left it
+// there, and once the object was really deleted and cleaned up, the next
+// pass on the name ran the cleanup again on that stale state. The live
+// object's pass drops a last state with its own UID.
+func TestDeletionEventOfALiveObjectRunsNoSecondCleanup(t *testing.T) {
+	testenv.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	runs := 0
+	var r *reconciler.Reconciler[*testv1.Widget]
+	mgr := env.StartManager(t, func(mgr manager.Manager) error {
+		var err error
+		r, err = reconciler.New(mgr, reconciler.Options[*testv1.Widget]{
+			Name:      "live-deletion-event",
+			Steps:     []widgetStep{{Name: "a", Run: func(context.Context, *scope) reconciler.Outcome { return reconciler.Continue() }}},
+			Finalizer: cleanupFinalizer,
+			Cleanup: []widgetStep{{Name: "release", Run: func(context.Context, *scope) reconciler.Outcome {
+				runs++
+				return reconciler.Continue()
+			}}},
+		})
+		return err
+	})
+	key := client.ObjectKey{Namespace: ns, Name: "w"}
+	req := reconcile.Request{NamespacedName: key}
+	require.NoError(t, env.Client.Create(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}))
+	// pass runs Reconcile until the cached Widget satisfies cond.
+	pass := func(what string, cond func(w *testv1.Widget, err error) bool) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			_, err := r.Reconcile(ctx, req)
+			require.NoError(t, err)
+			w := &testv1.Widget{}
+			return cond(w, mgr.Client.Get(ctx, key, w))
+		}, 30*time.Second, 10*time.Millisecond, what)
+	}
+	pass("the finalizer ensured", func(w *testv1.Widget, err error) bool {
+		return err == nil && controllerutil.ContainsFinalizer(w, cleanupFinalizer)
+	})
+	live := &testv1.Widget{}
+	require.NoError(t, mgr.Client.Get(ctx, key, live))
+
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	r.DeletedWithFinalizer().Delete(ctx, event.DeleteEvent{Object: live}, q)
+	require.Equal(t, 1, q.Len(), "a deletion event listing the finalizer queues the object")
+	_, err := r.Reconcile(ctx, req) // finds it live
+	require.NoError(t, err)
+
+	require.NoError(t, env.Client.Delete(ctx, live))
+	pass("deleted once its cleanup ran", func(_ *testv1.Widget, err error) bool { return apierrors.IsNotFound(err) })
+	_, err = r.Reconcile(ctx, req) // the pass its real deletion event starts
+	require.NoError(t, err)
+	assert.Equal(t, 1, runs, "cleanup runs")
 }

@@ -194,6 +194,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		}
 		return ctrl.Result{}, fmt.Errorf("getting %s: %w", req, err)
 	}
+	r.bypassed.forgetLive(req.NamespacedName, obj.GetUID())
 	ctx, end, mine := r.beginShard(ctx, obj)
 	if !mine {
 		log.V(1).Info("another replica owns this object's shard range; no pass")

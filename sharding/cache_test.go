@@ -144,6 +144,48 @@ func TestSelectedOwnedObjects(t *testing.T) {
 	}
 }
 
+// TestSelectedWatchDropsOtherReplicasUpdates: an update of an object of
+// another replica's range that this informer never held is dropped, not
+// passed on as a deletion (the handlers took it for the deletion of a live
+// object: a pass, and a stale last state, on every other replica for each
+// update of the fleet); one it held is still passed on as deleted.
+func TestSelectedWatchDropsOtherReplicasUpdates(t *testing.T) {
+	m := testMember(t, 4)
+	setClaims(m, 0, 1)
+	fw := watch.NewFake()
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return &corev1.ConfigMapList{Items: []corev1.ConfigMap{*labelledCM("held", 1), *labelledCM("elsewhere", 3)}}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+	}
+	sel := &cacheSelection{member: m, scheme: clientgoscheme.Scheme, owned: map[schema.GroupKind]bool{{Kind: "ConfigMap"}: true}}
+	s := m.selecting(lw, &corev1.ConfigMap{}, sel.rangeFuncFor(&corev1.ConfigMap{}), false)
+	if _, err := s.List(metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Watch(metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		fw.Modify(labelledCM("elsewhere", 3)) // another replica's object, updated
+		fw.Modify(labelledCM("never-seen", 2))
+		fw.Modify(labelledCM("held", 2)) // moved to another range: leaves this cache
+		fw.Add(labelledCM("mine", 0))
+	}()
+	for _, want := range []struct {
+		typ  watch.EventType
+		name string
+	}{{watch.Deleted, "held"}, {watch.Added, "mine"}} {
+		e := next(t, w)
+		if cm, ok := e.Object.(*corev1.ConfigMap); !ok || e.Type != want.typ || cm.Name != want.name {
+			t.Fatalf("got %s %v, want %s %s (updates of objects this cache never held are dropped)", e.Type, e.Object, want.typ, want.name)
+		}
+	}
+}
+
 // TestSelectedReconciledObjects: the reconciled kind is selected by the
 // range of its UID, server-side (ShardSelector) and again as it arrives
 // (for an API server without the feature gate); with no range claimed the

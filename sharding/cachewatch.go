@@ -38,10 +38,15 @@ type selectingLW struct {
 
 	mu      sync.Mutex
 	watches map[*selectedWatch]struct{}
-	// known maps the key of each ranged object passed on to the informer
-	// to its range: what leaves the cache when the range is given up.
+	// known maps the key of each object passed on to the informer to its
+	// range (unranged: -1): what leaves the cache when a range is given
+	// up, and the only objects whose move out of the claimed ranges is
+	// passed on as a deletion.
 	known map[string]int
 }
+
+// unranged is known's range of an object that has none.
+const unranged = -1
 
 // selecting wraps lw for one informer of example's kind and registers it
 // for claim changes.
@@ -117,9 +122,7 @@ func (s *selectingLW) ListWithContext(ctx context.Context, opts metav1.ListOptio
 		}
 		if r, ranged, keep := s.keeps(o, claimed); keep {
 			kept = append(kept, item)
-			if ranged {
-				known[keyOf(o)] = r
-			}
+			known[keyOf(o)] = knownRange(r, ranged)
 		}
 	}
 	if len(kept) < len(items) {
@@ -190,16 +193,31 @@ func (s *selectingLW) claimsChanged() {
 	}
 }
 
+// knownRange is known's value for an object of range r.
+func knownRange(r int, ranged bool) int {
+	if !ranged {
+		return unranged
+	}
+	return r
+}
+
 // passedOn records an event the informer received.
 func (s *selectingLW) passedOn(typ watch.EventType, o metav1.Object, r int, ranged bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case typ == watch.Deleted || !ranged:
-		delete(s.known, keyOf(o)) // an owned object may lose its label
-	default:
-		s.known[keyOf(o)] = r
+	if typ == watch.Deleted {
+		delete(s.known, keyOf(o))
+		return
 	}
+	s.known[keyOf(o)] = knownRange(r, ranged) // an owned object may lose its label
+}
+
+// isKnown reports whether the informer holds the object under key.
+func (s *selectingLW) isKnown(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.known[key]
+	return ok
 }
 
 // forget removes and returns the objects known in the ranges of released.
@@ -208,7 +226,7 @@ func (s *selectingLW) forget(released []bool) []knownObject {
 	defer s.mu.Unlock()
 	var gone []knownObject
 	for k, r := range s.known {
-		if released[r] {
+		if r != unranged && released[r] {
 			gone = append(gone, knownObject{k, r})
 			delete(s.known, k)
 		}
@@ -232,8 +250,12 @@ func keyOf(o metav1.Object) string {
 }
 
 // selectedWatch passes on the events of the claimed ranges' objects. An
-// object that leaves them (an owned object labelled with another replica's
-// range) is passed on as deleted, so that the cache forgets it.
+// object the informer holds that leaves them (an owned object labelled with
+// another replica's range) is passed on as deleted, so that the cache
+// forgets it; the events of an object it never held are dropped, whatever
+// their type (passed on as deletions, they reached the handlers as deletions
+// of live objects: client-go's RealFIFO delivers a deletion of an object
+// its store lacks).
 type selectedWatch struct {
 	lw   *selectingLW
 	ctx  context.Context
@@ -300,7 +322,7 @@ func (w *selectedWatch) pass(e watch.Event) bool {
 	}
 	r, ranged, keep := w.lw.keeps(o, w.claimed)
 	if !keep {
-		if e.Type != watch.Modified {
+		if !w.lw.isKnown(keyOf(o)) {
 			return true
 		}
 		e.Type = watch.Deleted
