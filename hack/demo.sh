@@ -69,7 +69,7 @@ if ((shards > 1)); then
 	say "the replicas' Leases and the hash ranges each claims; each Deployment carries its WebApp's range"
 	k get -n webapp-system leases -l sharding.reconcilekit.io/group=webapp-operator \
 		-o custom-columns='NAME:.metadata.name,CLAIMS:.metadata.annotations.sharding\.reconcilekit\.io/claims'
-	k get -n demo deploy -L sharding.reconcilekit.io/range
+	k get -n demo deploy -L sharding.reconcilekit.io/range-webapp-operator
 	cat <<EOF
 
 $shards replicas share the WebApps (logs: $repo/.cluster/operator-<i>.log). Stop one and watch

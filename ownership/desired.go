@@ -53,7 +53,7 @@ func NotOwned() ApplyOption {
 // OwnerLabel makes Apply set the label key=value on the object as part of
 // the desired configuration (compared, and applied on drift, like every
 // field desired sets): a label that follows the owner onto what it
-// controls, such as the owner's shard range (sharding.RangeLabel) that lets
+// controls, such as the owner's shard range (sharding.Member.RangeLabel) that lets
 // each replica cache only its owners' objects. It is ignored with
 // [NotOwned]: an object several owners may write cannot carry each one's
 // value.

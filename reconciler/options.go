@@ -127,7 +127,7 @@ type Options[T Object] struct {
 	// pass's context ends if the replica stops renewing its lease), the
 	// watches Builder sets up drop the events of the others' objects,
 	// Scope.Apply labels every owned object with its owner's range
-	// (sharding.RangeLabel) so that it follows its owner, and the objects
+	// (sharding.Member.RangeLabel) so that it follows its owner, and the objects
 	// of a range this replica acquires are queued. The controller then runs
 	// on every replica, without leader election; add the Member to the
 	// manager (mgr.Add). Each replica's cache still holds every object:

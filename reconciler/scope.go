@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/reconcilekit/reconcilekit/ownership"
-	"github.com/reconcilekit/reconcilekit/sharding"
 )
 
 // Scope is what a step works with during one pass.
@@ -40,8 +39,8 @@ type Scope[T Object] struct {
 	// controller is Options.Name, for reconcilekit_applies_total.
 	controller string
 	// rangeLabel is the owner's shard range that Apply writes on what it
-	// applies (sharding.RangeLabel), "" without Options.Shard.
-	rangeLabel string
+	// applies (sharding.Member.RangeLabel), nil without Options.Shard.
+	rangeLabel ownership.ApplyOption
 	// waits are the objects Rollout judged InProgress in the running
 	// step (see Options.RolloutProgressInterval).
 	waits []waited
@@ -52,7 +51,7 @@ type Scope[T Object] struct {
 // controlled by s.Object, and writes nothing when the live object already
 // matches (ownership.Applier.Apply). With Options.Shard, the object is
 // labelled with the owner's range (ownership.OwnerLabel,
-// sharding.RangeLabel), unless it is applied NotOwned. A kind Options.Owns does not declare
+// sharding.Member.RangeLabel), unless it is applied NotOwned. A kind Options.Owns does not declare
 // is an *UndeclaredKindError, never read or written. An
 // *ownership.AdoptionRefusedError returned as Retry stalls the pass
 // (ReasonAdoptionRefused).
@@ -64,8 +63,8 @@ func (s *Scope[T]) Apply(ctx context.Context, desired runtime.ApplyConfiguration
 	if err := s.owned.check(gvk.GroupKind()); err != nil {
 		return "", err
 	}
-	if s.rangeLabel != "" {
-		opts = append(slices.Clip(opts), ownership.OwnerLabel(sharding.RangeLabel, s.rangeLabel))
+	if s.rangeLabel != nil {
+		opts = append(slices.Clip(opts), s.rangeLabel)
 	}
 	res, err := s.applier.Apply(ctx, s.Object, desired, opts...)
 	if err == nil {

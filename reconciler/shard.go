@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/reconcilekit/reconcilekit/sharding"
+	"github.com/reconcilekit/reconcilekit/ownership"
 )
 
 // beginShard asks Options.Shard whether this replica may run a pass for
@@ -32,21 +32,21 @@ func (r *Reconciler[T]) beginShard(ctx context.Context, obj client.Object) (pass
 	return r.opts.Shard.Begin(ctx, obj)
 }
 
-// rangeLabel is the ownership.OwnerLabel value Scope.Apply writes on the
-// objects obj owns: its range, so that they follow it. "" without
-// Options.Shard.
-func (r *Reconciler[T]) rangeLabel(obj client.Object) string {
+// rangeLabel is the ownership.OwnerLabel Scope.Apply writes on the objects
+// obj owns: its range under the group's Member.RangeLabel, so that they
+// follow it. nil without Options.Shard.
+func (r *Reconciler[T]) rangeLabel(obj client.Object) ownership.ApplyOption {
 	if r.opts.Shard == nil {
-		return ""
+		return nil
 	}
-	return strconv.Itoa(r.opts.Shard.RangeOf(obj))
+	return ownership.OwnerLabel(r.opts.Shard.RangeLabel(), strconv.Itoa(r.opts.Shard.RangeOf(obj)))
 }
 
 // shardFilter returns the predicate that keeps the events of the objects
-// this replica owns, for the watch of T (owned false) or of an owned kind:
-// an owned object is judged by its owner's range label, and one without
-// the label (applied before sharding was on) is kept, for Member.Begin to
-// judge by its owner. None without Options.Shard.
+// this replica owns, for the watch of T (owned false: by its UID's range)
+// or of an owned kind (by its owner's range label; one without it, applied
+// before sharding was on, is kept, for Member.Begin to judge by its owner).
+// None without Options.Shard.
 func (r *Reconciler[T]) shardFilter(owned bool) []predicate.Predicate {
 	m := r.opts.Shard
 	if m == nil {
@@ -55,12 +55,7 @@ func (r *Reconciler[T]) shardFilter(owned bool) []predicate.Predicate {
 	if !owned {
 		return []predicate.Predicate{m.Predicate()}
 	}
-	return []predicate.Predicate{predicate.NewPredicateFuncs(func(o client.Object) bool {
-		if _, labelled := o.GetLabels()[sharding.RangeLabel]; !labelled {
-			return true
-		}
-		return m.Owns(o)
-	})}
+	return []predicate.Predicate{m.OwnedPredicate()}
 }
 
 // shardSource queues the objects of T in the ranges the Member acquires:

@@ -170,8 +170,8 @@ func converged(ctx context.Context, ns string, names []string) (string, bool) {
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: n}, cm); err != nil {
 			return err.Error(), false
 		}
-		if want := strconv.Itoa(sharding.RangeOf(w.UID, shardRanges)); cm.Labels[sharding.RangeLabel] != want {
-			return fmt.Sprintf("ConfigMap %s has range label %q, want %s", n, cm.Labels[sharding.RangeLabel], want), false
+		if want := strconv.Itoa(sharding.RangeOf(w.UID, shardRanges)); cm.Labels["sharding.reconcilekit.io/range-widgets"] != want {
+			return fmt.Sprintf("ConfigMap %s has range label %q, want %s", n, cm.Labels["sharding.reconcilekit.io/range-widgets"], want), false
 		}
 	}
 	return "", true

@@ -2,7 +2,6 @@ package sharding
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +16,7 @@ import (
 // SelectCache returns opts changed so that the cache of this replica holds
 // only the objects of the ranges it claims (acquiring, owned or draining):
 // the objects of the reconciled kind by the range of their UID, and the
-// objects of the owned kinds by their [RangeLabel] (objects without it,
+// objects of the owned kinds by their [Member.RangeLabel] (objects without it,
 // applied before sharding was on, are kept until their owner's pass labels
 // them). Memory then splits across the replicas, not only work.
 //
@@ -96,7 +95,7 @@ func (s *cacheSelection) isReconciled(obj runtime.Object) bool {
 
 // rangeFuncFor returns how SelectCache ranges an object of obj's kind, nil
 // for a kind it leaves alone: the reconciled kind by its UID, an owned kind
-// by its RangeLabel (ranged is false without one: kept in every cache).
+// by its range label (ranged is false without one: kept in every cache).
 func (s *cacheSelection) rangeFuncFor(obj runtime.Object) rangeFunc {
 	gk, ok := s.groupKind(obj)
 	switch {
@@ -105,7 +104,7 @@ func (s *cacheSelection) rangeFuncFor(obj runtime.Object) rangeFunc {
 	case gk == s.reconciled:
 		return func(o metav1.Object, ranges int) (int, bool) { return RangeOf(o.GetUID(), ranges), true }
 	case s.owned[gk]:
-		return labelledRange
+		return s.member.labelledRange
 	}
 	return nil
 }
@@ -113,16 +112,3 @@ func (s *cacheSelection) rangeFuncFor(obj runtime.Object) rangeFunc {
 // rangeFunc returns the range of o among ranges; ranged is false for an
 // object that belongs in every replica's cache.
 type rangeFunc func(o metav1.Object, ranges int) (r int, ranged bool)
-
-// labelledRange reads o's RangeLabel; labelled is false without a valid one.
-func labelledRange(o metav1.Object, ranges int) (r int, labelled bool) {
-	v, ok := o.GetLabels()[RangeLabel]
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n >= ranges || strconv.Itoa(n) != v {
-		return 0, false
-	}
-	return n, true
-}

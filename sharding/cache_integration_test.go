@@ -114,7 +114,7 @@ func TestSelectedCachesSplitTheObjects(t *testing.T) {
 		r := sharding.RangeOf(w.UID, ranges)
 		rangeOf[w.Name] = r
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "of-" + w.Name, Namespace: ns,
-			Labels: map[string]string{sharding.RangeLabel: fmt.Sprint(r)}}}
+			Labels: map[string]string{"sharding.reconcilekit.io/range-webapp": fmt.Sprint(r)}}} // startMember's group
 		if err := env.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}

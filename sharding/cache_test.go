@@ -19,11 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
+// testRangeLabel is testMember's Member.RangeLabel (group "g").
+const testRangeLabel = "sharding.reconcilekit.io/range-g"
+
 // labelledCM is a ConfigMap owned by an object of range r (-1: no label).
 func labelledCM(name string, r int) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: "1"}}
 	if r >= 0 {
-		cm.Labels = map[string]string{RangeLabel: strconv.Itoa(r)}
+		cm.Labels = map[string]string{testRangeLabel: strconv.Itoa(r)}
 	}
 	return cm
 }
@@ -312,7 +315,7 @@ func TestSelectedWatchSwitchesInPlace(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s %T, want a ConfigMap", e.Type, e.Object)
 		}
-		events = append(events, got{e.Type, cm.Name, cm.ResourceVersion, cm.Data != nil, cm.Labels[RangeLabel]})
+		events = append(events, got{e.Type, cm.Name, cm.ResourceVersion, cm.Data != nil, cm.Labels[testRangeLabel]})
 	}
 	want := []got{
 		{watch.Added, "r2", "1", false, "2"},
@@ -324,7 +327,7 @@ func TestSelectedWatchSwitchesInPlace(t *testing.T) {
 		t.Errorf("after the claims changed:\n got  %v\n want %v", events, want)
 	}
 	if len(lists) != 1 || lists[0].ResourceVersion != "13" || lists[0].ResourceVersionMatch != metav1.ResourceVersionMatchExact ||
-		lists[0].LabelSelector != RangeLabel+" in (2)" {
+		lists[0].LabelSelector != testRangeLabel+" in (2)" {
 		t.Errorf("lists %+v, want one of range 2 at exactly resourceVersion 13", lists)
 	}
 	if len(watches) != 2 || watches[1].ResourceVersion != "13" || !watches[1].AllowWatchBookmarks {

@@ -70,7 +70,7 @@ func (s *selectingLW) keeps(o metav1.Object, claimed []bool) (r int, ranged, kee
 // ranges in set only, as far as it can: the reconciled kind by the shard
 // selector of their UIDs (with none, the single hash 0, since the API
 // server refuses an empty range); an owned kind, when asked for some
-// ranges only, by RangeLabel. Whatever the server sends is filtered again.
+// ranges only, by its range label (Member.RangeLabel). Whatever the server sends is filtered again.
 func (s *selectingLW) selectRanges(opts metav1.ListOptions, set []bool, byLabel bool) (metav1.ListOptions, error) {
 	var ranges []int
 	for r, in := range set {
@@ -88,7 +88,7 @@ func (s *selectingLW) selectRanges(opts metav1.ListOptions, set []bool, byLabel 
 		}
 		opts.ShardSelector = sel
 	case byLabel && opts.LabelSelector == "":
-		sel, err := LabelSelector(ranges)
+		sel, err := s.member.LabelSelector(ranges)
 		if err != nil {
 			return opts, err
 		}
@@ -422,7 +422,7 @@ func (w *selectedWatch) lastState(key string, rng int) runtime.Object {
 		if o, err := meta.Accessor(obj); err == nil {
 			o.SetNamespace(ns)
 			o.SetName(name)
-			o.SetLabels(map[string]string{RangeLabel: strconv.Itoa(rng)})
+			o.SetLabels(map[string]string{w.lw.member.rangeLabel: strconv.Itoa(rng)})
 		}
 	} else {
 		obj = obj.DeepCopyObject()

@@ -11,9 +11,9 @@
 //   - [Hash] and [RangeOf]: an object's range is the top bits of the 64-bit
 //     FNV-1a hash of its UID, the hash the API server's shard selector uses
 //     (KEP-5866, feature gate ShardedListAndWatch, alpha in Kubernetes 1.36).
-//   - [ShardSelector] and [LabelSelector]: list and watch only the objects
-//     of some ranges, server-side; owned objects carry their owner's range in
-//     [RangeLabel] so that they follow it. [ServerFilters] tells whether the
+//   - [ShardSelector] and [Member.LabelSelector]: list and watch only the
+//     objects of some ranges, server-side; owned objects carry their owner's
+//     range in [Member.RangeLabel] so that they follow it. [ServerFilters] tells whether the
 //     API server has the feature gate on; without it, filter client-side.
 //   - [Assign]: a deterministic, balanced assignment of a fixed number of
 //     ranges to the live replicas that moves about 1/N of them on a join or

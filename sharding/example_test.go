@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -38,12 +39,18 @@ func ExampleShardSelector() {
 	// Output: shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') || shardRange(object.metadata.uid, '0xc000000000000000', '0x10000000000000000')
 }
 
-// The owned objects of the owners in ranges 2 and 5 (their Deployments,
-// Services), by the label the kit writes on them.
-func ExampleLabelSelector() {
-	sel, _ := sharding.LabelSelector([]int{2, 5})
+// The owned objects of the group's owners in ranges 2 and 5 (their
+// Deployments, Services), by the label the kit writes on them: scoped to the
+// group, so that another sharded operator's labels never move them.
+func ExampleMember_LabelSelector() {
+	c := fake.NewClientBuilder().Build()
+	m, err := sharding.New(sharding.Options{Group: "webapp", Identity: "webapp-0", Namespace: "ops", APIReader: c, Client: c})
+	if err != nil {
+		panic(err)
+	}
+	sel, _ := m.LabelSelector([]int{2, 5})
 	fmt.Println(sel)
-	// Output: sharding.reconcilekit.io/range in (2,5)
+	// Output: sharding.reconcilekit.io/range-webapp in (2,5)
 }
 
 // A Member joins the manager of every replica, and a reconciler runs a pass

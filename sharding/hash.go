@@ -29,12 +29,8 @@ const DefaultRanges = 64
 // balancing a realistic number of replicas any better.
 const MaxRanges = 1024
 
-// RangeLabel is the label that carries an owner's range on the objects it
-// owns (its Deployments, Services), as a decimal range index. A replica
-// selects the owned objects of its ranges with [LabelSelector], so that
-// they follow their owner instead of being hashed on their own UID.
-// [Member.RangeOf] reads it when present.
-const RangeLabel = "sharding.reconcilekit.io/range"
+// rangeLabelPrefix starts [Member.RangeLabel]; the group ends it.
+const rangeLabelPrefix = "sharding.reconcilekit.io/range-"
 
 // Hash returns the 64-bit FNV-1a hash of uid: the hash the API server's
 // shard selector (KEP-5866, feature gate ShardedListAndWatch) computes for
@@ -125,10 +121,10 @@ func ServerFilters(ctx context.Context, r client.Reader, namespace string) (bool
 }
 
 // LabelSelector selects the objects labelled with one of the given ranges
-// under [RangeLabel]: the owned objects of the owners in those ranges. It
-// works on every API server (no feature gate), and is how a replica's cache
-// keeps only the owned objects of its own ranges.
-func LabelSelector(owned []int) (labels.Selector, error) {
+// under [Member.RangeLabel]: the owned objects of the group's owners in
+// those ranges. It works on every API server (no feature gate), and is how
+// a replica's cache keeps only the owned objects of its own ranges.
+func (m *Member) LabelSelector(owned []int) (labels.Selector, error) {
 	if len(owned) == 0 {
 		return labels.Nothing(), nil
 	}
@@ -136,7 +132,7 @@ func LabelSelector(owned []int) (labels.Selector, error) {
 	for _, r := range owned {
 		values = append(values, strconv.Itoa(r))
 	}
-	req, err := labels.NewRequirement(RangeLabel, selection.In, values)
+	req, err := labels.NewRequirement(m.rangeLabel, selection.In, values)
 	if err != nil {
 		return nil, err
 	}

@@ -119,20 +119,24 @@ func TestServerFiltersWithoutTheGate(t *testing.T) {
 }
 
 func TestLabelSelector(t *testing.T) {
-	sel, err := LabelSelector([]int{2, 5})
+	m := testMember(t, 8)
+	sel, err := m.LabelSelector([]int{2, 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for v, want := range map[string]bool{"2": true, "5": true, "3": false, "": false} {
 		set := labels.Set{}
 		if v != "" {
-			set[RangeLabel] = v
+			set[testRangeLabel] = v
 		}
 		if got := sel.Matches(set); got != want {
 			t.Errorf("label %q: matches=%v, want %v", v, got, want)
 		}
 	}
-	if sel, _ := LabelSelector(nil); sel.Matches(labels.Set{RangeLabel: "0"}) {
+	if sel.Matches(labels.Set{"sharding.reconcilekit.io/range-other": "2"}) {
+		t.Error("another group's range label selected")
+	}
+	if sel, _ := m.LabelSelector(nil); sel.Matches(labels.Set{testRangeLabel: "0"}) {
 		t.Error("no ranges must select nothing")
 	}
 }

@@ -96,6 +96,7 @@ type Options struct {
 type Member struct {
 	opts        Options
 	leaseName   string
+	rangeLabel  string
 	incarnation string
 	clock       clock.WithTickerAndDelayedExecution
 	log         logr.Logger
@@ -175,6 +176,10 @@ func New(opts Options) (*Member, error) {
 	} else if msgs := validation.IsDNS1123Subdomain(leaseName); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("sharding: lease name %q (Group-Identity): %v", leaseName, msgs))
 	}
+	rangeLabel := rangeLabelPrefix + opts.Group
+	if msgs := validation.IsQualifiedName(rangeLabel); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("sharding: Group %q makes the range label %q: %v", opts.Group, rangeLabel, msgs))
+	}
 	if opts.Namespace == "" {
 		errs = append(errs, errors.New("sharding: Namespace is required"))
 	}
@@ -197,6 +202,7 @@ func New(opts Options) (*Member, error) {
 	return &Member{
 		opts:        opts,
 		leaseName:   leaseName,
+		rangeLabel:  rangeLabel,
 		incarnation: hex.EncodeToString(b),
 		clock:       clock.RealClock{},
 		log:         opts.Logger.WithValues("group", opts.Group, "identity", opts.Identity),
@@ -253,16 +259,39 @@ func (m *Member) reportFiltering(ctx context.Context) {
 // for the sharded controllers (each replica is a member of the group).
 func (m *Member) NeedLeaderElection() bool { return false }
 
-// RangeOf returns the range obj belongs to: the value of its [RangeLabel]
-// when it has a valid one (an owned object follows its owner), else the
-// range of its UID.
+// RangeOf returns the range of obj, an object of the reconciled kind: the
+// range of its UID, as the selected cache and the API server's shard
+// selector place it. A label on obj does not move it: an operator that
+// applies obj for an owner of its own, sharded too, labels it with that
+// owner's range ([Member.RangeLabel] of its own group), and a replica that
+// routed obj by such a label passed it while another one cached it.
 func (m *Member) RangeOf(obj client.Object) int {
-	if v, ok := obj.GetLabels()[RangeLabel]; ok {
-		if r, err := strconv.Atoi(v); err == nil && r >= 0 && r < m.opts.Ranges {
-			return r
-		}
-	}
 	return RangeOf(obj.GetUID(), m.opts.Ranges)
+}
+
+// RangeLabel is the label that carries an owner's range on the objects it
+// owns (its Deployments, Services), as a decimal range index:
+// "sharding.reconcilekit.io/range-" followed by [Options].Group, so that the
+// label of one group never moves the objects of another (two sharded
+// operators stacked: the parent's owned objects are the child's reconciled
+// ones). A replica selects the owned objects of its ranges with
+// [Member.LabelSelector], so that they follow their owner instead of being
+// hashed on their own UID.
+func (m *Member) RangeLabel() string { return m.rangeLabel }
+
+// labelledRange reads o's range from [Member.RangeLabel]; labelled is false
+// without a valid one. The selected cache and [Member.OwnedPredicate] place
+// an owned object with it.
+func (m *Member) labelledRange(o metav1.Object, ranges int) (r int, labelled bool) {
+	v, ok := o.GetLabels()[m.rangeLabel]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n >= ranges || strconv.Itoa(n) != v {
+		return 0, false
+	}
+	return n, true
 }
 
 // Owns reports whether this replica may start a pass for obj now: its range
@@ -354,6 +383,24 @@ func (m *Member) Predicate() predicate.Predicate {
 		DeleteFunc:  func(e event.DeleteEvent) bool { return m.Owns(e.Object) },
 		GenericFunc: func(e event.GenericEvent) bool { return m.Owns(e.Object) },
 	}
+}
+
+// OwnedPredicate keeps the events of the objects owned by the owners in
+// this replica's ranges, for the watch of an owned kind: an object is judged
+// by its [Member.RangeLabel], as [Member.Owns] judges its owner; one without
+// a valid label (applied before sharding was on) is kept, for the pass to
+// judge by its owner.
+func (m *Member) OwnedPredicate() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		r, labelled := m.labelledRange(o, m.opts.Ranges)
+		if !labelled {
+			return true
+		}
+		now := m.clock.Now()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.mayStart(r, now)
+	})
 }
 
 // mayStart is Owns under m.mu.

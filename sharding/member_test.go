@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -51,23 +54,74 @@ func TestNewValidatesOptions(t *testing.T) {
 	}
 }
 
-// An owned object follows its owner: RangeLabel wins over the UID, unless
-// it is not a valid range.
-func TestMemberRangeOfReadsTheLabel(t *testing.T) {
+// One range function for the reconciled kind everywhere: Member.RangeOf
+// (Begin, Owns, the event filter, the shard source) places an object by its
+// UID, as the selected cache does, whatever range label it carries (its own
+// group's, set by hand, or a stacked operator's, which applies it for an
+// owner of its own); an owned object follows its owner by the group's own
+// label only. Before, RangeOf read the label first: one replica cached such
+// an object, another was allowed to pass it, none did.
+func TestMemberRangeOfIsTheUIDsWhateverTheLabels(t *testing.T) {
 	c := fake.NewClientBuilder().Build()
 	m, err := New(Options{Group: "g", Identity: "i", Namespace: "ops", APIReader: c, Client: c, Ranges: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if m.RangeLabel() != testRangeLabel {
+		t.Fatalf("RangeLabel %q, want %q (scoped to the group)", m.RangeLabel(), testRangeLabel)
+	}
+	sel := &cacheSelection{member: m, scheme: clientgoscheme.Scheme, reconciled: schema.GroupKind{Kind: "ConfigMap"},
+		owned: map[schema.GroupKind]bool{{Kind: "Secret"}: true}}
+	cached := sel.rangeFuncFor(&corev1.ConfigMap{})
+	owned := m.OwnedPredicate()
 	uid := types.UID("0b7d1e0e-4f9a-4d7e-9f55-2c8e4c1f7a10")
-	for label, want := range map[string]int{"3": 3, "15": 15, "16": RangeOf(uid, 16), "x": RangeOf(uid, 16), "": RangeOf(uid, 16)} {
-		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: uid}}
-		if label != "" {
-			obj.Labels = map[string]string{RangeLabel: label}
+	byUID := RangeOf(uid, 16)
+	other := (byUID + 3) % 16
+	for _, labels := range []map[string]string{
+		nil,
+		{testRangeLabel: strconv.Itoa(other)},
+		{"sharding.reconcilekit.io/range-parent": strconv.Itoa(other)},
+		{testRangeLabel: "x"},
+	} {
+		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: uid, Labels: labels}}
+		if got := m.RangeOf(obj); got != byUID {
+			t.Errorf("labels %v: RangeOf %d, want its UID's %d", labels, got, byUID)
 		}
-		if got := m.RangeOf(obj); got != want {
-			t.Errorf("label %q: range %d, want %d", label, got, want)
+		if r, _ := cached(obj, 16); r != m.RangeOf(obj) {
+			t.Errorf("labels %v: the selected cache places it in %d, RangeOf in %d", labels, r, m.RangeOf(obj))
 		}
+	}
+
+	// Owned objects: this group's label is the owner's range; another
+	// group's label, or none, leaves the object to its owner's pass.
+	setClaims(m, other)
+	m.mu.Lock()
+	m.lease, m.renewedAt = &coordinationv1.Lease{}, m.clock.Now()
+	m.mu.Unlock()
+	for _, tt := range []struct {
+		labels map[string]string
+		keep   bool
+	}{
+		{map[string]string{testRangeLabel: strconv.Itoa(other)}, true},
+		{map[string]string{testRangeLabel: strconv.Itoa(byUID)}, false},
+		{map[string]string{"sharding.reconcilekit.io/range-parent": strconv.Itoa(byUID)}, true},
+		{nil, true},
+	} {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{UID: uid, Labels: tt.labels}}
+		if got := owned.Create(event.CreateEvent{Object: secret}); got != tt.keep {
+			t.Errorf("owned object labelled %v: kept %v, want %v", tt.labels, got, tt.keep)
+		}
+	}
+}
+
+// A group whose name makes the range label too long is refused by New,
+// naming the field.
+func TestNewRefusesAGroupTooLongForTheRangeLabel(t *testing.T) {
+	c := fake.NewClientBuilder().Build()
+	group := strings.Repeat("g", 60) // a DNS label, but range-<group> is 66 characters
+	_, err := New(Options{Group: group, Identity: "i", Namespace: "ops", APIReader: c, Client: c})
+	if err == nil || !strings.Contains(err.Error(), "Group") || !strings.Contains(err.Error(), "range label") {
+		t.Fatalf("New: %v, want an error naming Group and the range label", err)
 	}
 }
 

@@ -101,7 +101,7 @@ func TestShardedOperators(t *testing.T) {
 		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
 			require.Eventually(t, func() bool {
 				err := env.Client.Get(ctx, key, obj)
-				return err == nil && obj.GetLabels()[sharding.RangeLabel] == rng
+				return err == nil && obj.GetLabels()["sharding.reconcilekit.io/range-webapp-operator"] == rng
 			}, 30*time.Second, 50*time.Millisecond, "%T %s labelled with range %s", obj, key, rng)
 		}
 		require.Eventually(t, func() bool {
