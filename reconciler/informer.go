@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/utils/clock"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,13 +41,23 @@ const informerRetry = time.Second
 // reflector as before. Pair it with OutageRecovery, which re-runs the
 // passes the outage failed. CacheOptions sets it.
 func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-	return toolscache.NewSharedIndexInformer(outageListerWatcher{toolscache.ToListerWatcherWithContext(lw)}, obj, resync, indexers)
+	return toolscache.NewSharedIndexInformer(outageListerWatcher{toolscache.ToListerWatcherWithContext(lw), defaultRetrier()}, obj, resync, indexers)
 }
 
 // outageListerWatcher waits out an unavailable API server in its calls.
 type outageListerWatcher struct {
 	lw toolscache.ListerWatcherWithContext
+	rt retrier
 }
+
+// retrier is what untilAvailable waits on and logs to: the real clock and
+// informerLog for NewInformer, a fake clock and a captured log in tests.
+type retrier struct {
+	clock clock.Clock
+	log   logr.Logger
+}
+
+func defaultRetrier() retrier { return retrier{clock: clock.RealClock{}, log: informerLog} }
 
 func (o outageListerWatcher) List(opts metav1.ListOptions) (runtime.Object, error) {
 	return o.ListWithContext(context.Background(), opts)
@@ -56,29 +68,36 @@ func (o outageListerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, er
 }
 
 func (o outageListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	return untilAvailable(ctx, func() (runtime.Object, error) { return o.lw.ListWithContext(ctx, opts) })
+	return retryUntilAvailable(ctx, o.rt, func() (runtime.Object, error) { return o.lw.ListWithContext(ctx, opts) })
 }
 
 func (o outageListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return untilAvailable(ctx, func() (watch.Interface, error) { return o.lw.WatchWithContext(ctx, opts) })
+	return retryUntilAvailable(ctx, o.rt, func() (watch.Interface, error) { return o.lw.WatchWithContext(ctx, opts) })
 }
 
 // untilAvailable calls call until it returns something other than
 // serverAway's errors, or ctx ends (then its last answer).
 func untilAvailable[R any](ctx context.Context, call func() (R, error)) (R, error) {
+	return retryUntilAvailable(ctx, defaultRetrier(), call)
+}
+
+// retryUntilAvailable is untilAvailable on rt's clock and log.
+func retryUntilAvailable[R any](ctx context.Context, rt retrier, call func() (R, error)) (R, error) {
 	for logged := false; ; {
 		r, err := call()
 		if err == nil || !serverAway(err) {
 			return r, err
 		}
 		if !logged {
-			informerLog.Info("API server unavailable; the informer's list or watch is tried again every second", "error", err.Error())
+			rt.log.Info("API server unavailable; the informer's list or watch is tried again every second", "error", err.Error())
 			logged = true
 		}
+		timer := rt.clock.NewTimer(informerRetry/2 + rand.N(informerRetry))
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return r, err
-		case <-time.After(informerRetry/2 + rand.N(informerRetry)):
+		case <-timer.C():
 		}
 	}
 }
