@@ -130,8 +130,8 @@ type options struct {
 // server-side apply, forcing ownership under FieldManager, only on drift or
 // a changed configuration ([ConfigHashAnnotation]). An object controlled by
 // another owner is a *ForeignControllerError; one without a controller is
-// taken only if FieldManager wrote it before, or with [Adopt], else an
-// *AdoptionRefusedError; an object replaced since it was read is judged
+// taken only if something on it ties it to owner's UID (see [Adopt]), or
+// with Adopt, else an *AdoptionRefusedError; an object replaced since it was read is judged
 // again, never written by mistake. docs/ownership.md has the guarantees
 // and caveats.
 func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, opts ...ApplyOption) (ApplyResult, error) {

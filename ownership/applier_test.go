@@ -671,11 +671,12 @@ func TestApplyAdoptsObjectWithoutControllerWhenAsked(t *testing.T) {
 	f.requireUnchanged(t, configMap("orphan", map[string]string{"a": "new"}))
 }
 
-// An object this operator wrote, whose controller reference was removed
-// (by hand, or an orphaning delete of an earlier owner), or that an older
-// release wrote without one, is adopted again without Adopt: its
-// managedFields name our field manager. The cache may strip managedFields,
-// so that evidence is read from the API server.
+// An object this owner's apply wrote, whose controller reference was
+// removed by hand, is adopted again without Adopt by the next apply of the
+// same configuration: the configuration hash our field manager recorded
+// covers the owner's controller reference, UID included, so it ties the
+// object to this owner. The cache may strip managedFields, or lag, so that
+// evidence is read from the API server.
 func TestApplyReadoptsObjectItWrote(t *testing.T) {
 	f := setup(t)
 	f.apply(t, configMap("cfg", map[string]string{"a": "1"}))
@@ -705,6 +706,80 @@ func TestApplyReadoptsObjectItWrote(t *testing.T) {
 			assert.Equal(t, f.owner.UID, ctrl.UID)
 		})
 	}
+}
+
+// An object this field manager wrote for another owner, or for none, is
+// not tied to this owner (issue #48): the field manager is the
+// controller's, every owner's, so having written an object is no reason to
+// hand it to a new owner that names it, whose deletion would then delete
+// it. Here owner a (f.owner) applies "archive-x" with NotOwned, and
+// "was-a" as its own, whose controller reference is then removed by hand;
+// owner b, applying the same data, is refused both without a write, and
+// takes them with Adopt.
+func TestApplyRefusesObjectItWroteForAnotherOwner(t *testing.T) {
+	f := setup(t)
+	data := map[string]string{"a": "1"}
+	f.apply(t, configMap("archive-x", data), ownership.NotOwned())
+	f.apply(t, configMap("was-a", data))
+	wasA := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "was-a", Namespace: f.ns}}
+	f.editAs(t, "kubectl-edit", wasA, func() { wasA.OwnerReferences = nil })
+	b := f.widget(t, "b")
+
+	for _, name := range []string{"archive-x", "was-a"} {
+		t.Run(name, func(t *testing.T) {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}}
+			f.get(t, cm)
+			require.Nil(t, metav1.GetControllerOf(cm))
+			f.waitForCache(t, cm)
+
+			f.c.Reset()
+			op, err := f.a.Apply(f.ctx, b, configMap(name, data))
+			var refused *ownership.AdoptionRefusedError
+			require.ErrorAs(t, err, &refused, "owner b took over %s written for owner a: %s", name, op)
+			assert.Equal(t, "ConfigMap", refused.Kind)
+			assert.Equal(t, types.NamespacedName{Namespace: f.ns, Name: name}, refused.Key)
+			assert.Equal(t, b.UID, refused.Owner.UID)
+			for _, s := range []string{"ConfigMap " + f.ns + "/" + name, `Widget "b"`, string(b.UID),
+				"exists without a controller", `field manager "` + manager + `" wrote it, but not for this owner`, "ownership.Adopt()"} {
+				assert.Contains(t, err.Error(), s)
+			}
+			assert.Zero(t, f.c.Mutations(), "%v", f.c.MutatingRequests())
+			live := &corev1.ConfigMap{}
+			require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(cm), live))
+			assert.Equal(t, cm.ResourceVersion, live.ResourceVersion, "untouched")
+			assert.Nil(t, metav1.GetControllerOf(live))
+
+			op, err = f.a.Apply(f.ctx, b, configMap(name, data), ownership.Adopt())
+			require.NoError(t, err)
+			assert.Equal(t, ownership.Updated, op)
+			f.get(t, live)
+			ctrl := metav1.GetControllerOf(live)
+			require.NotNil(t, ctrl)
+			assert.Equal(t, b.UID, ctrl.UID)
+		})
+	}
+}
+
+// An object without a controller that carries an owner reference to this
+// owner (not a controller one) is tied to it, whoever wrote it and
+// whatever the configuration: Apply makes the reference a controller one
+// without Adopt. A reference to another owner does not tie it
+// (TestApplyRefusesObjectWithoutController).
+func TestApplyAdoptsObjectThatNamesTheOwner(t *testing.T) {
+	f := setup(t)
+	ref := metav1.OwnerReference{APIVersion: "test.reconcilekit.io/v1", Kind: "Widget", Name: f.owner.Name, UID: f.owner.UID}
+	cm := f.typedConfigMap("named", map[string]string{"a": "old"}, ref)
+	require.NoError(t, env.Client.Create(f.ctx, cm))
+	f.waitForCache(t, cm)
+
+	assert.Equal(t, ownership.Updated, f.apply(t, configMap("named", map[string]string{"a": "new"})))
+	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "named", Namespace: f.ns}}
+	f.get(t, live)
+	assert.Equal(t, "new", live.Data["a"])
+	require.Len(t, live.OwnerReferences, 1, "%+v", live.OwnerReferences)
+	ctrl := metav1.GetControllerOf(live)
+	require.NotNil(t, ctrl)
+	assert.Equal(t, f.owner.UID, ctrl.UID)
 }
 
 // The cache can hold an object we own that has since been deleted, or

@@ -42,10 +42,13 @@ func IgnoreFields(paths ...string) ApplyOption {
 // the owner, for an object that must outlive it (an archive, a backup kept
 // after the owner is deleted): the garbage collector leaves it alone and
 // Prune never deletes it, while the compare-then-write and the rules for
-// an existing object stay as for an owned one. The object may be in any
-// namespace (an empty one defaults to the owner's); one this owner
-// controlled before is released by the next apply. docs/ownership.md,
-// "Objects that outlive their owner".
+// an existing object stay as for an owned one, but that an object without
+// a controller is written if FieldManager wrote it before: the apply adds
+// no controller reference. Nothing on the object ties it to the owner, so
+// an owned apply of it, by another owner or by this one, needs [Adopt].
+// The object may be in any namespace (an empty one defaults to the
+// owner's); one this owner controlled before is released by the next
+// apply. docs/ownership.md, "Objects that outlive their owner".
 func NotOwned() ApplyOption {
 	return func(o *options) { o.notOwned = true }
 }
@@ -88,6 +91,9 @@ type desiredObject struct {
 	// and what an existing object's controller must be.
 	ownerRef metav1.OwnerReference
 	adopt    bool
+	// notOwned: the configuration has no controller reference (NotOwned),
+	// so writing it adopts nothing.
+	notOwned bool
 }
 
 // hash is the configuration's hash, as finish recorded it in
@@ -134,7 +140,7 @@ func (a *Applier) buildDesired(ctx context.Context, owner client.Object, desired
 	if err := a.setNamespace(owner, md, gvk, !o.notOwned); err != nil {
 		return nil, fmt.Errorf("apply %s %s: %w", gvk.Kind, name, err)
 	}
-	d := &desiredObject{config: config, gvk: gvk, adopt: o.adopt,
+	d := &desiredObject{config: config, gvk: gvk, adopt: o.adopt, notOwned: o.notOwned,
 		key: client.ObjectKey{Namespace: stringAt(md, "namespace"), Name: name}}
 	d.desc = gvk.Kind + " " + d.key.String()
 	if d.ownerRef, err = a.ownerRef(owner); err != nil {

@@ -9,9 +9,11 @@
 // left alone, fields we stopped sending are released, and a converged pass
 // makes no write. Applier.Prune deletes the objects the owner controls that
 // are no longer desired. Objects another owner controls are never touched,
-// and an object without a controller is adopted only if this operator wrote
-// it before, or with Adopt. docs/ownership.md has the problem this solves,
-// the guarantees and the caveats.
+// and an object without a controller is adopted only if something on it
+// ties it to this owner's UID (this operator having written it, for
+// another owner or for none, is not enough), or with Adopt.
+// docs/ownership.md has the problem this solves, the guarantees and the
+// caveats.
 //
 // # Typical use
 //

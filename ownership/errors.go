@@ -30,12 +30,16 @@ func (e *ForeignControllerError) Error() string {
 }
 
 // AdoptionRefusedError is returned by Apply when the object exists without
-// a controller, its FieldManager never wrote it, and Apply was not given
-// [Adopt]: adopting it would hand it to whoever may create the owner, whose
-// deletion would then delete it. Match it with errors.As. No retry fixes
-// it (delete or rename the object, or pass Adopt): a reconciler.Scope step
-// that returns it as reconciler.Retry stalls the pass (reason
-// AdoptionRefused).
+// a controller, nothing on it ties it to the owner (an owner reference
+// with the owner's UID, or the configuration hash FieldManager recorded
+// when it last applied this configuration for this owner; for a [NotOwned]
+// apply: FieldManager never wrote it), and Apply was not given [Adopt]:
+// adopting it would hand it to whoever may create the owner, whose
+// deletion would then delete it. That FieldManager wrote it, for another
+// owner or for none, is not enough. Match it with errors.As. No retry
+// fixes it (delete or rename the object, or pass Adopt): a
+// reconciler.Scope step that returns it as reconciler.Retry stalls the
+// pass (reason AdoptionRefused).
 type AdoptionRefusedError struct {
 	// Kind and Key name the object Apply was asked to apply.
 	Kind string
@@ -43,14 +47,23 @@ type AdoptionRefusedError struct {
 	// Owner is the owner passed to Apply.
 	Owner metav1.OwnerReference
 	// FieldManager is the Applier's field manager, which never wrote the
-	// object.
+	// object, or wrote it but not for Owner.
 	FieldManager string
+
+	// wrote says FieldManager wrote the object (for another owner, or
+	// for none), for the message.
+	wrote bool
 }
 
 func (e *AdoptionRefusedError) Error() string {
-	return fmt.Sprintf("refusing to adopt %s %s for %s %q (uid %s): it exists without a controller and field manager %q never wrote it; "+
+	state := fmt.Sprintf("field manager %q never wrote it", e.FieldManager)
+	if e.wrote {
+		state = fmt.Sprintf("field manager %q wrote it, but not for this owner: "+
+			"no owner reference with its uid, and not the configuration it last applied for it", e.FieldManager)
+	}
+	return fmt.Sprintf("refusing to adopt %s %s for %s %q (uid %s): it exists without a controller and %s; "+
 		"delete or rename it, or apply with ownership.Adopt() to take it over",
-		e.Kind, objectKey(e.Key), e.Owner.Kind, e.Owner.Name, e.Owner.UID, e.FieldManager)
+		e.Kind, objectKey(e.Key), e.Owner.Kind, e.Owner.Name, e.Owner.UID, state)
 }
 
 // objectKey is namespace/name, or the name of a cluster-scoped object.

@@ -24,9 +24,16 @@ import (
 
 // Adopt lets Apply take over an existing object that has no controller,
 // whoever created it: Apply adds our controller reference to it, so the
-// garbage collector deletes it with the owner. Without it such an object is
-// adopted only if the Applier's FieldManager wrote it before, else Apply
-// returns an *AdoptionRefusedError. Pass Adopt only when the name cannot
+// garbage collector deletes it with the owner. Without Adopt such an
+// object is adopted only if something on it ties it to this owner by the
+// owner's UID: an owner reference with that UID, or the configuration hash
+// ([ConfigHashAnnotation]) the Applier's FieldManager recorded when it
+// last applied this same configuration for this owner (the object this
+// owner created, whose controller reference was removed since); else Apply
+// returns an *AdoptionRefusedError. That FieldManager wrote the object,
+// for another owner or for none ([NotOwned]), is not enough. (A NotOwned
+// apply, which adds no controller reference, writes an object FieldManager
+// wrote before.) Pass Adopt only when the name cannot
 // come from a user who may create owners but not the object itself: with a
 // name taken from the owner's spec, Adopt lets that user take over, and
 // then delete, an object they do not own.
@@ -40,10 +47,11 @@ func Adopt() ApplyOption {
 // the object exists after all (not seen yet, or outside the cache's label
 // selector); Apply then reads it from the API server, and so does every
 // later call until the cache holds it (uncached). An object the cache
-// holds without a controller is read from the API server too, since the
-// cache may strip the managedFields that say who wrote it. (A NotOwned
-// object never has a controller; a cached copy that shows our
-// managedFields is enough.)
+// holds without a controller is read from the API server too, since
+// whether it may be adopted is decided on the API server's copy (mayTake),
+// not on a cache that may lag or strip the managedFields that say who
+// wrote it. (A NotOwned object never has a controller; a cached copy that
+// shows our managedFields is enough.)
 func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool, cached *client.Object) (client.Object, error) {
 	var live client.Object
 	if cached != nil {
@@ -130,8 +138,9 @@ func (a *Applier) write(ctx context.Context, d *desiredObject, live client.Objec
 	switch c := metav1.GetControllerOf(live); {
 	case c != nil && c.UID != d.ownerRef.UID:
 		return "", outcome{}, &ForeignControllerError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, Controller: *c}
-	case c == nil && !d.adopt && !wroteBy(live, a.FieldManager):
-		return "", outcome{}, &AdoptionRefusedError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, FieldManager: a.FieldManager}
+	case c == nil && !a.mayTake(d, live):
+		return "", outcome{}, &AdoptionRefusedError{Kind: d.gvk.Kind, Key: d.key, Owner: d.ownerRef, FieldManager: a.FieldManager,
+			wrote: wroteBy(live, a.FieldManager)}
 	}
 	path, drifted, err := a.drifted(d, live)
 	if err != nil {
@@ -325,6 +334,38 @@ func (a *Applier) send(ctx context.Context, d *desiredObject, p precondition) (o
 			"object", d.desc, "field", path)
 	}
 	return outcome{obj: u, matches: !drifted}, nil
+}
+
+// mayTake reports whether Apply may write d over live, an object without
+// a controller, without [Adopt]. An apply that sets d's controller
+// reference adopts the object, and does so only if something on it ties it
+// to this owner by the owner's UID: an owner reference (not a controller
+// one) with that UID, or a ConfigHashAnnotation that FieldManager wrote
+// and that is the hash this apply records. That hash covers the whole
+// configuration, the owner's controller reference and UID included, so no
+// apply for another owner, nor a NotOwned one, records it: the object is
+// the one this owner's apply last wrote, with this very configuration,
+// whose controller reference was removed since (by hand, say; the Owns
+// watch makes the next pass, with the same configuration, put it back).
+// That FieldManager wrote the object is not enough: the field manager is
+// the controller's, every owner's, and an object it wrote for another
+// owner or for none (NotOwned) must not go to whoever may create an owner
+// that names it, whose deletion would then delete it. A NotOwned apply
+// adds no controller reference: it writes an object FieldManager wrote
+// before.
+func (a *Applier) mayTake(d *desiredObject, live client.Object) bool {
+	switch {
+	case d.adopt:
+		return true
+	case d.notOwned:
+		return wroteBy(live, a.FieldManager)
+	}
+	for _, ref := range live.GetOwnerReferences() {
+		if ref.UID == d.ownerRef.UID {
+			return true
+		}
+	}
+	return live.GetAnnotations()[ConfigHashAnnotation] == d.hash() && wroteBy(live, a.FieldManager)
 }
 
 // wroteBy reports whether manager has an entry in obj's managedFields:

@@ -23,6 +23,11 @@ func TestAdoptionRefusedErrorNamesEverything(t *testing.T) {
 	}
 	assert.Equal(t, `refusing to adopt Namespace victim for Tenant "acme" (uid u-1): it exists without a controller and `+
 		`field manager "tenant-operator" never wrote it; delete or rename it, or apply with ownership.Adopt() to take it over`, err.Error())
+
+	err.wrote = true
+	assert.Equal(t, `refusing to adopt Namespace victim for Tenant "acme" (uid u-1): it exists without a controller and `+
+		`field manager "tenant-operator" wrote it, but not for this owner: no owner reference with its uid, `+
+		`and not the configuration it last applied for it; delete or rename it, or apply with ownership.Adopt() to take it over`, err.Error())
 }
 
 // replaced recognises the API server's two answers to an apply whose

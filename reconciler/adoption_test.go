@@ -119,3 +119,47 @@ func TestForeignControllerIsRetried(t *testing.T) {
 	require.NoError(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.req.Namespace, Name: "w-config"}, live))
 	assert.Equal(t, theirs.ResourceVersion, live.ResourceVersion, "untouched")
 }
+
+// Issue #48 through a reconciler: Widget w keeps an archive in a ConfigMap
+// it does not own (NotOwned); then a user creates Widget b, whose step
+// applies a ConfigMap of that name as its own. The controller's field
+// manager wrote the archive, but for no owner: b's pass must stall, naming
+// it, and leave it alone, not become its controller (deleting b would then
+// delete w's archive).
+func TestArchiveWrittenForNoOwnerIsNotAdopted(t *testing.T) {
+	step := widgetStep{Name: "archive", Condition: "Archived", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+		cm := corev1ac.ConfigMap("archive-x", s.Object.Namespace).WithData(map[string]string{"k": "v"})
+		var opts []ownership.ApplyOption
+		if s.Object.Name == "w" {
+			opts = append(opts, ownership.NotOwned())
+		}
+		if _, err := s.Apply(ctx, cm, opts...); err != nil {
+			return reconciler.Retry(fmt.Errorf("applying ConfigMap: %w", err))
+		}
+		return reconciler.Continue()
+	}}
+	f := newFixture(t, reconciler.Options[*testv1.Widget]{Owns: []client.Object{&corev1.ConfigMap{}}, Steps: []widgetStep{step}})
+	_, err := f.reconcile()
+	require.NoError(t, err)
+	require.True(t, conditions.IsTrue(f.get(), conditions.Ready))
+	key := client.ObjectKey{Namespace: f.req.Namespace, Name: "archive-x"}
+	archive := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(f.ctx, key, archive))
+	require.Empty(t, archive.OwnerReferences)
+
+	b := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: f.req.Namespace}, Spec: testv1.WidgetSpec{Size: 1}}
+	require.NoError(t, env.Client.Create(f.ctx, b))
+	f.req.Name = "b"
+	f.syncCached(archive)
+	res, err := f.reconcile()
+	require.NoError(t, err, "stalled, not an error")
+	assert.Equal(t, reconciler.StalledRecheck, res.RequeueAfter)
+	stalled := f.condition(conditions.Stalled)
+	assert.Equal(t, reconciler.ReasonAdoptionRefused, stalled.Reason)
+	assert.Contains(t, stalled.Message, "ConfigMap "+f.req.Namespace+"/archive-x")
+
+	live := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(f.ctx, key, live))
+	assert.Equal(t, archive.ResourceVersion, live.ResourceVersion, "untouched")
+	assert.Empty(t, live.OwnerReferences, "b must not control w's archive")
+}
