@@ -40,6 +40,9 @@
 # Environment:
 #   RECONCILEKIT_CACHE  cache root (default: $HOME/.cache/reconcilekit)
 #   TOOLS_ONLY          space-separated subset of tools to build (default: all)
+#   TOOLS_DEFER         space-separated tools not to build now (make test's
+#                       checks chain defers metrics-server, which only the e2e
+#                       suite runs, to the kind-build chain)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -72,11 +75,14 @@ flock 9
 # Build outside any user GOFLAGS that would make these builds differ.
 export GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
+# wanted NAME: NAME is asked for (TOOLS_ONLY) and not deferred (TOOLS_DEFER).
+wanted() {
+	[[ -z "${TOOLS_ONLY:-}" || " $TOOLS_ONLY " == *" $1 "* ]] && [[ " ${TOOLS_DEFER:-} " != *" $1 "* ]]
+}
+
 want() {
 	local name=$1
-	if [[ -n "${TOOLS_ONLY:-}" && " $TOOLS_ONLY " != *" $name "* ]]; then
-		return 1
-	fi
+	wanted "$name" || return 1
 	[[ -x "$bin/$name" ]] && return 1
 	return 0
 }
@@ -101,7 +107,7 @@ build_keyed_tool() {
 	if [[ -x "$bin/$name" && "$(cat "$stamp" 2>/dev/null)" == "$key" ]]; then
 		return 0
 	fi
-	[[ -n "${TOOLS_ONLY:-}" && " $TOOLS_ONLY " != *" $name "* ]] && return 0
+	wanted "$name" || return 0
 	announce "$name ($dir, go.sum $key)"
 	(cd "$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/$name.tmp" "$pkg")
 	mv "$bin/$name.tmp" "$bin/$name"
