@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,6 +58,38 @@ type passLedger struct {
 	inFlight map[types.NamespacedName]string
 	by       map[types.NamespacedName]map[string]int
 	overlaps []string
+	// holds blocks the passes of a member over a Widget (key: member and
+	// Widget) until the channel is closed.
+	holds map[string]chan struct{}
+}
+
+func newPassLedger() *passLedger {
+	return &passLedger{inFlight: map[types.NamespacedName]string{}, by: map[types.NamespacedName]map[string]int{}, holds: map[string]chan struct{}{}}
+}
+
+// hold makes member's passes over key block until the returned function
+// is called.
+func (l *passLedger) hold(member string, key types.NamespacedName) (release func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch := make(chan struct{})
+	l.holds[member+" "+key.String()] = ch
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+// held returns the channel member's pass over key waits on, nil if none.
+func (l *passLedger) held(member string, key types.NamespacedName) chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.holds[member+" "+key.String()]
+}
+
+// inFlightBy returns the member whose pass over key is in flight, "" if none.
+func (l *passLedger) inFlightBy(key types.NamespacedName) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight[key]
 }
 
 func (l *passLedger) enter(key types.NamespacedName, member string) {
@@ -125,6 +158,13 @@ func startShardedReplica(t *testing.T, ns, name string, l *passLedger) *shardedR
 		key := client.ObjectKeyFromObject(s.Object)
 		l.enter(key, name)
 		defer l.exit(key)
+		if held := l.held(name, key); held != nil {
+			select {
+			case <-held:
+			case <-ctx.Done():
+				return reconciler.Retry(ctx.Err())
+			}
+		}
 		time.Sleep(5 * time.Millisecond) // widen the window an overlap would show in
 		cm := corev1ac.ConfigMap(s.Object.Name, s.Object.Namespace).WithData(map[string]string{"size": strconv.Itoa(int(s.Object.Spec.Size))})
 		if _, err := s.Apply(ctx, cm); err != nil {
@@ -213,7 +253,7 @@ func TestShardedReplicasShareTheWidgets(t *testing.T) {
 	testenv.Require(t)
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	l := &passLedger{inFlight: map[types.NamespacedName]string{}, by: map[types.NamespacedName]map[string]int{}}
+	l := newPassLedger()
 	replicas := []*shardedReplica{
 		startShardedReplica(t, ns, "a", l), startShardedReplica(t, ns, "b", l), startShardedReplica(t, ns, "c", l),
 	}
@@ -297,4 +337,110 @@ func TestShardedReplicasShareTheWidgets(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	assert.Empty(t, l.overlaps, "passes of one Widget overlapped across replicas")
+}
+
+// A range is handed over while its old owner's pass over a Widget of it is
+// in flight (the step blocked on a channel): the new owner does not own the
+// range, and starts no pass over the Widget, until that pass has ended,
+// however many lease rounds it waits; once the pass ends, the range moves
+// and the new owner reconciles the Widget's change made meanwhile.
+func TestRangeHandedOverMidPassWaitsForThePass(t *testing.T) {
+	testenv.Require(t)
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	l := newPassLedger()
+	a := startShardedReplica(t, ns, "a", l)
+	waitFor(t, shardTimeout, func() (string, bool) {
+		return fmt.Sprintf("a owns %d of %d ranges", len(a.member.Owned()), shardRanges), len(a.member.Owned()) == shardRanges
+	})
+	// A Widget in a range that the assignment gives b once it joins.
+	assigned := sharding.Assign(shardRanges, []string{"a", "b"})
+	var w *testv1.Widget
+	for i := 0; w == nil; i++ {
+		require.Less(t, i, 200, "no Widget landed in b's ranges")
+		c := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%03d", i), Namespace: ns}, Spec: testv1.WidgetSpec{Size: 1}}
+		require.NoError(t, env.Client.Create(ctx, c))
+		if assigned[sharding.RangeOf(c.UID, shardRanges)] == "b" {
+			w = c
+		}
+	}
+	key, rng := client.ObjectKeyFromObject(w), sharding.RangeOf(w.UID, shardRanges)
+	waitFor(t, shardTimeout, func() (string, bool) { return converged(ctx, ns, []string{w.Name}) })
+
+	// a's next pass over the Widget blocks.
+	release := a.hold(l, key)
+	defer release()
+	bump := func(size int32) {
+		t.Helper()
+		live := &testv1.Widget{}
+		require.NoError(t, env.Client.Get(ctx, key, live))
+		base := live.DeepCopy()
+		live.Spec.Size = size
+		require.NoError(t, env.Client.Patch(ctx, live, client.MergeFrom(base)))
+	}
+	bump(2)
+	waitFor(t, shardTimeout, func() (string, bool) { return "a's pass is not in flight", l.inFlightBy(key) == "a" })
+
+	b := startShardedReplica(t, ns, "b", l)
+	replicas := []*shardedReplica{a, b}
+	// b takes every range assigned to it but the blocked one.
+	waitFor(t, shardTimeout, func() (string, bool) {
+		o := owners(replicas)
+		for r, want := range assigned {
+			if r != rng && !slices.Equal(o[r], []string{want}) {
+				return fmt.Sprintf("range %d owned by %v, assigned to %s", r, o[r], want), false
+			}
+		}
+		return "", true
+	})
+	// Changed again while a's pass is blocked: an event b would act on if
+	// it owned the range. Then b renews its Lease four more times (each
+	// round could have acquired the range): still not b's.
+	bump(3)
+	renewals := leaseRenewals(ctx, t, ns, "widgets-b")
+	waitFor(t, shardTimeout, func() (string, bool) {
+		n := renewals()
+		return fmt.Sprintf("b renewed its Lease %d times", n), n >= 4
+	})
+	assert.NotContains(t, b.member.Owned(), rng, "b owns range %d while a's pass over %s is in flight", rng, key)
+	assert.Equal(t, "a", l.inFlightBy(key), "a's pass is still in flight")
+	assert.Equal(t, []string{"a"}, l.members(key), "only a passed over %s", key)
+
+	release()
+	waitFor(t, shardTimeout, func() (string, bool) {
+		return fmt.Sprintf("range %d owned by %v", rng, owners(replicas)[rng]), slices.Equal(owners(replicas)[rng], []string{"b"})
+	})
+	waitFor(t, shardTimeout, func() (string, bool) { return converged(ctx, ns, []string{w.Name}) })
+	live := &testv1.Widget{}
+	require.NoError(t, env.Client.Get(ctx, key, live))
+	assert.EqualValues(t, 3, live.Spec.Size)
+	assert.Equal(t, []string{"a", "b"}, l.members(key), "b reconciled the change made during the handover")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Empty(t, l.overlaps, "passes of one Widget overlapped across replicas")
+}
+
+// hold blocks the replica's passes over key (passLedger.hold).
+func (r *shardedReplica) hold(l *passLedger, key types.NamespacedName) func() { return l.hold(r.name, key) }
+
+// leaseRenewals returns a function that reports how many times the Lease
+// has been renewed since leaseRenewals was called (distinct renewTimes
+// seen, polled by the caller).
+func leaseRenewals(ctx context.Context, t *testing.T, ns, name string) func() int {
+	t.Helper()
+	seen := map[string]bool{}
+	read := func() string {
+		lease := &coordinationv1.Lease{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, lease); err != nil || lease.Spec.RenewTime == nil {
+			return ""
+		}
+		return lease.Spec.RenewTime.Format(time.RFC3339Nano)
+	}
+	first := read()
+	return func() int {
+		if v := read(); v != "" && v != first {
+			seen[v] = true
+		}
+		return len(seen)
+	}
 }
