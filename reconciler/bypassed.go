@@ -90,17 +90,25 @@ func (b *bypassed[T]) put(key types.NamespacedName, obj T) {
 	b.objects[key] = obj
 }
 
-// forgetLive drops key's last state if it is the live object's (its UID):
-// that object was not deleted (a deletion event for an object that only
-// left a cache, such as a sharded replica's on a range handed over), and
-// the state held would otherwise run the cleanup of a later pass on the
-// key once the object is gone, a second time.
-func (b *bypassed[T]) forgetLive(key types.NamespacedName, uid types.UID) {
+// takeEarlier is take for a pass that found a live object of UID uid under
+// key. A last state of that same object is dropped: it was not deleted (a
+// deletion event for an object that only left a cache, such as a sharded
+// replica's on a range handed over), and the state would otherwise run the
+// cleanup a second time once the object is really gone. A last state of
+// another UID is an earlier object of the name, deleted before its cleanup
+// ran and re-created since: it is returned, for its cleanup to run first.
+func (b *bypassed[T]) takeEarlier(key types.NamespacedName, uid types.UID) (T, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if held, ok := b.objects[key]; ok && held.GetUID() == uid {
+	held, ok := b.objects[key]
+	if ok {
 		delete(b.objects, key)
 	}
+	if !ok || held.GetUID() == uid {
+		var none T
+		return none, false
+	}
+	return held, true
 }
 
 // take removes and returns key's last state, if one is held.
@@ -132,6 +140,20 @@ func (r *Reconciler[T]) DeletedWithFinalizer() handler.TypedEventHandler[client.
 			q.Add(reconcile.Request{NamespacedName: key})
 		},
 	}
+}
+
+// cleanupEarlier runs the cleanup of a deleted object whose name a new
+// object has taken (bypassed.takeEarlier), on a replica that owns the
+// deleted one's range (another one, whose cache held it, does it
+// otherwise).
+func (r *Reconciler[T]) cleanupEarlier(ctx context.Context, key types.NamespacedName, earlier T, counted *passClient) (ctrl.Result, error) {
+	ctx, end, mine := r.beginShard(ctx, earlier)
+	if !mine {
+		return ctrl.Result{}, nil
+	}
+	defer end()
+	logf.FromContext(ctx).Info("an object of this name was created again before the cleanup of the deleted one ran; running that cleanup first", "deletedUID", earlier.GetUID())
+	return r.cleanupBypassed(ctx, key, earlier, counted)
 }
 
 // cleanupBypassed runs the Cleanup steps on the last state of an object

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -139,4 +140,72 @@ func TestDeletionEventOfALiveObjectRunsNoSecondCleanup(t *testing.T) {
 	_, err = r.Reconcile(ctx, req) // the pass its real deletion event starts
 	require.NoError(t, err)
 	assert.Equal(t, 1, runs, "cleanup runs")
+}
+
+// An object deleted while it still listed the finalizer (its cleanup
+// bypassed: docs/finalizer.md, "A deletion that races the finalizer") and
+// created again under its name before the pass that cleans up after it:
+// the first pass on the name finds the new object. The deleted one's
+// cleanup ran only once the new one was gone too, if ever; now it runs in
+// that first pass, before the new object's steps (a cleanup keyed by the
+// name, run after them, would undo their work).
+func TestRecreatedObjectWaitsForItsPredecessorsCleanup(t *testing.T) {
+	testenv.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	var log []string
+	var r *reconciler.Reconciler[*testv1.Widget]
+	mgr := env.StartManager(t, func(mgr manager.Manager) error {
+		var err error
+		r, err = reconciler.New(mgr, reconciler.Options[*testv1.Widget]{
+			Name: "recreated-cleanup",
+			Steps: []widgetStep{{Name: "a", Run: func(_ context.Context, s *scope) reconciler.Outcome {
+				log = append(log, "step "+string(s.Object.UID))
+				return reconciler.Continue()
+			}}},
+			Finalizer: cleanupFinalizer,
+			Cleanup: []widgetStep{{Name: "release", Run: func(_ context.Context, s *scope) reconciler.Outcome {
+				log = append(log, "cleanup "+string(s.Object.UID))
+				return reconciler.Continue()
+			}}},
+		})
+		return err
+	})
+	key := client.ObjectKey{Namespace: ns, Name: "w"}
+	req := reconcile.Request{NamespacedName: key}
+	cachedUID := func() types.UID {
+		w := &testv1.Widget{}
+		if mgr.Client.Get(ctx, key, w) != nil {
+			return ""
+		}
+		return w.UID
+	}
+	require.NoError(t, env.Client.Create(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}))
+	first := &testv1.Widget{}
+	require.Eventually(t, func() bool {
+		_, err := r.Reconcile(ctx, req)
+		require.NoError(t, err)
+		return mgr.Client.Get(ctx, key, first) == nil && controllerutil.ContainsFinalizer(first, cleanupFinalizer)
+	}, 30*time.Second, 10*time.Millisecond, "the finalizer ensured")
+
+	// Deleted with the finalizer bypassed: gone, and its deletion event
+	// lists the finalizer.
+	bypassed := first.DeepCopy()
+	controllerutil.RemoveFinalizer(first, cleanupFinalizer)
+	require.NoError(t, env.Client.Update(ctx, first))
+	require.NoError(t, env.Client.Delete(ctx, first))
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	r.DeletedWithFinalizer().Delete(ctx, event.DeleteEvent{Object: bypassed}, q)
+	require.Equal(t, 1, q.Len())
+
+	// Created again before the pass runs.
+	second := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}
+	require.NoError(t, env.Client.Create(ctx, second))
+	require.Eventually(t, func() bool { return cachedUID() == second.UID }, 30*time.Second, 10*time.Millisecond, "the cache holds the new Widget")
+	log = nil
+	_, err := r.Reconcile(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"cleanup " + string(first.UID), "step " + string(second.UID)}, log,
+		"the deleted Widget's cleanup, then the new one's steps")
 }

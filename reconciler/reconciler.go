@@ -194,7 +194,15 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (_
 		}
 		return ctrl.Result{}, fmt.Errorf("getting %s: %w", req, err)
 	}
-	r.bypassed.forgetLive(req.NamespacedName, obj.GetUID())
+	if earlier, ok := r.bypassed.takeEarlier(req.NamespacedName, obj.GetUID()); ok {
+		// The object was re-created under its name before the pass that
+		// cleans up after its deleted predecessor: that cleanup runs first
+		// (steps keyed by the name would otherwise undo this object's
+		// work), and this object's pass waits until it has.
+		if res, err := r.cleanupEarlier(ctx, req.NamespacedName, earlier, counted); err != nil || res.RequeueAfter > 0 {
+			return res, err
+		}
+	}
 	ctx, end, mine := r.beginShard(ctx, obj)
 	if !mine {
 		log.V(1).Info("another replica owns this object's shard range; no pass")
