@@ -54,9 +54,8 @@ type Applier struct {
 // learned is what an Applier keeps between calls.
 type learned struct {
 	// uncached holds the objects the API server has and the cache did
-	// not (the create-only apply was refused): they are read from the API
-	// server until the cache holds them, so the refusal is paid once.
-	uncached sync.Map // desiredObject.id() -> struct{}
+	// not (uncached.go), by desiredObject.id().
+	uncached uncachedSet
 	// namespaced caches whether a kind is namespaced (a scope never
 	// changes while a kind exists): asking the RESTMapper costs more than
 	// the rest of a converged Apply's preparation.
@@ -175,7 +174,7 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 	}
 	op, after, err := a.write(ctx, d, live)
 	if live == nil && replaced(err) {
-		a.learned().uncached.Store(d.id(), struct{}{})
+		a.learned().uncached.add(d.id())
 	}
 	if replaced(err) {
 		// The object we judged was deleted, or replaced by another with

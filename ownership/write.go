@@ -63,10 +63,10 @@ func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool,
 		}
 	}
 	set := &a.learned().uncached
-	_, uncached := set.Load(d.id())
+	uncached := set.has(d.id())
 	switch {
 	case live != nil && uncached:
-		set.Delete(d.id())
+		set.remove(d.id())
 	case live == nil && !uncached:
 		return nil, nil
 	}
@@ -76,7 +76,7 @@ func (a *Applier) readLive(ctx context.Context, d *desiredObject, notOwned bool,
 			return nil, fmt.Errorf("apply %s: reading live object from the API server: %w", d.desc, err)
 		}
 		if live == nil {
-			set.Delete(d.id())
+			set.remove(d.id())
 		}
 	}
 	return live, nil
