@@ -189,7 +189,7 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		return "", err
 	}
 	if !o.notOwned && after.matches {
-		a.learned().verdicts.remember(after.obj, asked, d.setsControllerAnnotation())
+		a.learned().verdicts.remember(after.obj, d.gvk.GroupKind(), asked, d.setsControllerAnnotation())
 	}
 	if err := fillInto(o.into, after.obj); err != nil {
 		return "", fmt.Errorf("apply %s: %w", d.desc, err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -87,8 +88,8 @@ type verdict struct {
 // status.observedGeneration, that it follows the API convention kstatus
 // relies on: metadata.generation changes with every change outside
 // metadata and status (a custom resource with a status subresource, a
-// Deployment, StatefulSet, DaemonSet, ReplicaSet, PodDisruptionBudget or
-// HorizontalPodAutoscaler). A status update then leaves generation and
+// Deployment, StatefulSet, DaemonSet, ReplicaSet or PodDisruptionBudget;
+// the kind must be one generationFollowsSpec allows too). A status update then leaves generation and
 // metadata alone, and the verdict stands: a Deployment's rollout writes its
 // status several times, and each would otherwise cost a comparison.
 func generationTracksSpec(obj client.Object) bool {
@@ -117,6 +118,27 @@ func generationTracksSpec(obj client.Object) bool {
 		return g.Elem().Int() > 0
 	}
 	return false
+}
+
+// generationFollowsSpec reports whether the API server bumps the generation
+// of every object of kind gk on each change of its spec, which the
+// generation shortcut needs on top of the object's word
+// (generationTracksSpec): reporting status.observedGeneration is not
+// enough. A HorizontalPodAutoscaler reports it, and on a cluster without
+// the HPA generation feature its spec changes leave the generation alone,
+// so another writer's edit of it was taken for one of its status. The
+// kinds of the API server's own groups are allowed by name (apps'
+// workloads and the PodDisruptionBudget, whose registries bump it); any
+// other group is a custom resource's, whose generation the API server
+// bumps on every change outside metadata and status.
+func generationFollowsSpec(gk schema.GroupKind) bool {
+	switch gk {
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}, schema.GroupKind{Group: "apps", Kind: "StatefulSet"},
+		schema.GroupKind{Group: "apps", Kind: "DaemonSet"}, schema.GroupKind{Group: "apps", Kind: "ReplicaSet"},
+		schema.GroupKind{Group: "policy", Kind: "PodDisruptionBudget"}:
+		return true
+	}
+	return !clientgoscheme.Scheme.IsGroupRegistered(gk.Group)
 }
 
 // seed seeds the hashes verdicts keep: they live in one process.
@@ -210,16 +232,17 @@ func (v *verdicts) matches(obj client.Object, asked fingerprint) bool {
 		got.generation == obj.GetGeneration() && generationTracksSpec(obj) && got.meta == metaOf(obj)
 }
 
-// remember records that obj matches the configuration fingerprinted asked;
-// byVersion says the verdict may stand on obj's resourceVersion alone (the
-// configuration sets an annotation metaOf leaves out).
-func (v *verdicts) remember(obj client.Object, asked fingerprint, byVersion bool) {
+// remember records that obj, of kind gk, matches the configuration
+// fingerprinted asked; byVersion says the verdict may stand on obj's
+// resourceVersion alone (the configuration sets an annotation metaOf
+// leaves out), and so it does for a kind outside generationFollowsSpec.
+func (v *verdicts) remember(obj client.Object, gk schema.GroupKind, asked fingerprint, byVersion bool) {
 	if obj.GetUID() == "" || obj.GetResourceVersion() == "" {
 		return
 	}
 	got := verdict{resourceVersion: short(obj.GetResourceVersion()), asked: asked,
 		generation: obj.GetGeneration(), meta: metaOf(obj)}
-	if byVersion {
+	if byVersion || !generationFollowsSpec(gk) {
 		got.generation = -1
 	}
 	uid := short(string(obj.GetUID()))

@@ -8,8 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestApplyTrustsTheVerdictOnACreateAcrossTheFirstStatus: the answer to a
@@ -113,4 +117,46 @@ func TestApplyTrustsTheVerdictAcrossTheDeploymentRevision(t *testing.T) {
 	res, err = a.Apply(t.Context(), owner, withRevision())
 	require.NoError(t, err)
 	assert.Equal(t, Updated, res, "an annotation the configuration sets must be compared")
+}
+
+// The generation shortcut (a verdict standing across writes that leave the
+// generation and metadata alone) is taken only for kinds whose API server
+// bumps the generation on every spec change. A HorizontalPodAutoscaler
+// reports status.observedGeneration, but on a cluster without the HPA
+// generation feature its spec changes leave the generation as it was:
+// another writer's edit of its spec kept the verdict, and Apply answered
+// Unchanged without comparing. A Deployment and a custom resource keep the
+// shortcut.
+func TestVerdictGenerationShortcutOnlyForKindsWhoseGenerationFollowsTheSpec(t *testing.T) {
+	one := int64(1)
+	for _, tt := range []struct {
+		name     string
+		gk       schema.GroupKind
+		obj      client.Object
+		shortcut bool
+	}{
+		{"HorizontalPodAutoscaler", schema.GroupKind{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"},
+			&autoscalingv2.HorizontalPodAutoscaler{Status: autoscalingv2.HorizontalPodAutoscalerStatus{ObservedGeneration: &one}}, false},
+		{"Deployment", schema.GroupKind{Group: "apps", Kind: "Deployment"},
+			&appsv1.Deployment{Status: appsv1.DeploymentStatus{ObservedGeneration: 1}}, true},
+		{"custom resource", schema.GroupKind{Group: "example.com", Kind: "Widget"}, func() client.Object {
+			u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"observedGeneration": int64(1)}}}
+			u.SetAPIVersion("example.com/v1")
+			u.SetKind("Widget")
+			return u
+		}(), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var v verdicts
+			obj := tt.obj
+			obj.SetUID("uid-1")
+			obj.SetGeneration(1)
+			obj.SetResourceVersion("10")
+			v.remember(obj, tt.gk, 42, false)
+			// Written since, by someone: its resourceVersion moved, its
+			// generation and metadata did not.
+			obj.SetResourceVersion("11")
+			assert.Equal(t, tt.shortcut, v.matches(obj, 42))
+		})
+	}
 }
