@@ -57,6 +57,14 @@ const (
 	probeTimeout  = 5 * time.Second
 )
 
+// releaseInterval is the least time between two recoveries that forget
+// one key's backoff. A /readyz that flaps (ready a second, then not)
+// released every parked key at each flap, its backoff forgotten, so the
+// keys retried at the flap's pace, all at once, against a server that
+// could not serve them; between two releases a key now retries on its own
+// backoff, and stays parked for the next recovery after the interval.
+const releaseInterval = 30 * time.Second
+
 // outages tracks the keys whose last pass failed because the API server
 // was unavailable, and re-queues them when a probe sees it ready again.
 // See docs/reconciler.md, "Recovery after an API server outage".
@@ -69,6 +77,9 @@ type outages struct {
 	mu sync.Mutex
 	// parked holds, per key, when its failed pass started.
 	parked map[types.NamespacedName]time.Time
+	// released holds, per key, when a recovery last released it, for
+	// releaseInterval.
+	released map[types.NamespacedName]time.Time
 	// down says the last probe found the API server unavailable;
 	// recovered is when a probe last found it ready after one that did not.
 	down      bool
@@ -77,7 +88,8 @@ type outages struct {
 }
 
 func newOutages(probe func(context.Context) error) *outages {
-	return &outages{probe: probe, parked: map[types.NamespacedName]time.Time{}, wake: make(chan struct{}, 1)}
+	return &outages{probe: probe, parked: map[types.NamespacedName]time.Time{}, released: map[types.NamespacedName]time.Time{},
+		wake: make(chan struct{}, 1)}
 }
 
 // readyzProbe asks the API server cfg reaches for /readyz through client.
@@ -196,8 +208,9 @@ func (o *outages) run(ctx context.Context, q workqueue.TypedRateLimitingInterfac
 
 // settle records what a probe at now found and returns the keys to
 // release: with the API server ready, those whose failed pass started
-// before the last recovery, so in an outage a probe saw. A pass that
-// started after it failed for its own reasons and keeps its backoff.
+// before the last recovery, so in an outage a probe saw, and that no
+// recovery released within releaseInterval. A pass that started after it
+// failed for its own reasons and keeps its backoff.
 func (o *outages) settle(probeErr error, now time.Time) (released []types.NamespacedName, waiting int, recovered bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -208,10 +221,16 @@ func (o *outages) settle(probeErr error, now time.Time) (released []types.Namesp
 	if o.down {
 		o.down, o.recovered, recovered = false, now, true
 	}
+	for key, at := range o.released {
+		if now.Sub(at) >= releaseInterval {
+			delete(o.released, key)
+		}
+	}
 	for key, start := range o.parked {
-		if start.Before(o.recovered) {
+		if _, recent := o.released[key]; start.Before(o.recovered) && !recent {
 			released = append(released, key)
 			delete(o.parked, key)
+			o.released[key] = now
 		}
 	}
 	return released, len(o.parked), recovered

@@ -87,3 +87,31 @@ func TestOutagesKeepKeysThatFailDifferentlyWhileTheServerIsDown(t *testing.T) {
 	o.observe(key("app"), at(4), forbidden)
 	assert.Empty(t, o.parked)
 }
+
+// A /readyz that flaps released every parked key at each flap, its backoff
+// forgotten: the keys retried at the flap's pace against a server that
+// could not serve them. A key is released at most once per
+// releaseInterval; between, it retries on its own backoff and stays parked
+// for the first recovery after the interval.
+func TestOutagesReleaseAKeyOncePerIntervalWhileTheServerFlaps(t *testing.T) {
+	refused := &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	key := types.NamespacedName{Namespace: "ns", Name: "flapped"}
+	t0 := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	o := newOutages(nil)
+	o.running.Store(true)
+
+	flap := func(from time.Duration) []types.NamespacedName {
+		o.observe(key, at(from), refused)
+		o.settle(errors.New("readyz: etcd not ready"), at(from+time.Second))
+		released, _, recovered := o.settle(nil, at(from+2*time.Second))
+		assert.True(t, recovered, "a recovery at %v", from+2*time.Second)
+		return released
+	}
+	assert.Equal(t, []types.NamespacedName{key}, flap(0), "the first recovery releases the key")
+	for _, from := range []time.Duration{3 * time.Second, 6 * time.Second, 20 * time.Second} {
+		assert.Empty(t, flap(from), "a recovery %v after the release forgets the key's backoff again", from-time.Second)
+	}
+	assert.Equal(t, 1, len(o.parked), "the key waits, parked, for a later recovery")
+	assert.Equal(t, []types.NamespacedName{key}, flap(releaseInterval), "released again once the interval has passed")
+}
