@@ -173,10 +173,12 @@ func (a *Applier) Apply(ctx context.Context, owner client.Object, desired runtim
 		return "", err
 	}
 	op, after, err := a.write(ctx, d, live)
-	if live == nil && replaced(err) {
+	again := replaced(err)
+	if live == nil && err != nil && (again || a.refusedButExists(ctx, d)) {
 		a.learned().uncached.add(d.id())
+		again = true
 	}
-	if replaced(err) {
+	if again {
 		// The object we judged was deleted, or replaced by another with
 		// the same name, since the read, or one the cache did not have
 		// exists: judge what the API server has.

@@ -3,6 +3,7 @@ package ownership_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"reflect"
 	"testing"
@@ -1131,6 +1132,49 @@ func TestApplyFromAStaleCache(t *testing.T) {
 		assert.Equal(t, []string{"delete ConfigMap"}, f.c.MutatingRequests(), "b's delete is sent again and answered NotFound")
 		assert.Equal(t, keptVersion, f.serverVersion(t, keep), "a untouched")
 	})
+}
+
+// A mutating webhook that denies UPDATEs of a kind answers a create-only
+// apply of an existing object before the API server checks the
+// resourceVersion (it admits the apply as an update of that object:
+// k8s.io/apiserver's Store.Update runs UpdatedObject, with mutating
+// admission, then the precondition), so the apply is refused with the
+// webhook's denial, not a Conflict. Apply reported the denial, hiding that
+// the object is another owner's, and sent the create again on every pass;
+// it now reads the object from the API server once and refuses it for what
+// it is. (The webhook is simulated at the client, in the order the API
+// server answers.)
+func TestApplyCreateRefusedByAWebhookStillJudgesTheObject(t *testing.T) {
+	f := setup(t)
+	other := f.widget(t, "other")
+	theirs := f.typedConfigMap("guarded", map[string]string{"owner": "other"},
+		*metav1.NewControllerRef(other, testv1.GroupVersion.WithKind("Widget")))
+	require.NoError(t, env.Client.Create(f.ctx, theirs))
+	stale := f.staleCache(map[string]client.Object{"guarded": nil}, nil)
+	denials := 0
+	a := *stale
+	a.Client = interceptor.NewClient(stale.Client.(client.WithWatch), interceptor.Funcs{
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			existing := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "guarded"}, existing); err == nil {
+				denials++
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "guarded",
+					errors.New(`admission webhook "freeze.example.com" denied the request: configmaps are frozen`))
+			}
+			return c.Apply(ctx, obj, opts...)
+		},
+	})
+
+	for pass := range 2 {
+		_, err := a.Apply(f.ctx, f.owner, configMap("guarded", map[string]string{"owner": "us"}))
+		var fce *ownership.ForeignControllerError
+		require.ErrorAs(t, err, &fce, "pass %d: the object is another owner's, whatever the webhook says", pass)
+		assert.Equal(t, other.UID, fce.Controller.UID)
+	}
+	assert.Equal(t, 1, denials, "the second pass reads the object from the API server instead of sending the create again")
+	live := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(theirs), live))
+	assert.Equal(t, theirs.ResourceVersion, live.ResourceVersion, "untouched")
 }
 
 // Into leaves the object as Apply left it: the API server's answer to a

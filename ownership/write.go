@@ -379,6 +379,20 @@ func wroteBy(obj client.Object, manager string) bool {
 	return false
 }
 
+// refusedButExists reports, after a create-only apply of d that the API
+// server refused for another reason than the object's existence (a
+// Conflict), whether the object exists after all. The API server runs
+// mutating admission on the apply, as an UPDATE of the existing object,
+// before it checks the resourceVersion (k8s.io/apiserver's Store.Update:
+// UpdatedObject, then the precondition), so a mutating webhook that denies
+// the update answers first: its denial hid the AdoptionRefusedError or
+// ForeignControllerError the object called for, and every pass sent the
+// create again. One read from the API server, on a failed create only.
+func (a *Applier) refusedButExists(ctx context.Context, d *desiredObject) bool {
+	live, err := a.read(ctx, a.APIReader, d)
+	return err == nil && live != nil
+}
+
 // replaced reports whether err is the API server refusing an apply's
 // precondition: the object we judged is gone (Conflict: "uid mismatch"),
 // another object now has its name (Invalid: metadata.uid is immutable), or
