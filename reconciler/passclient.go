@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // passClient is the client of one reconcile pass. It counts the pass's
@@ -52,6 +53,10 @@ type passClient struct {
 	// DeleteAllOf calls.
 	deleted    map[writtenKey]tombstone
 	deletedAll []collection
+	// floors holds, per object, the resourceVersion a WaitFor step of this
+	// pass found it at: a Get that would answer an older copy, or NotFound,
+	// reads the API server instead (see atLeast).
+	floors map[floorKey]string
 	// tracker, if set, learns every write before it is sent: the object,
 	// of kind gvk, and the resourceVersion it had in the caller's hands
 	// (the lock of a locked patch; empty for an apply). The func it
@@ -62,6 +67,13 @@ type passClient struct {
 
 type writtenKey struct {
 	gvk schema.GroupVersionKind
+	key client.ObjectKey
+}
+
+// floorKey names an object whatever version of its API a read uses: they
+// share resourceVersions.
+type floorKey struct {
+	gk  schema.GroupKind
 	key client.ObjectKey
 }
 
@@ -223,19 +235,26 @@ func (c *passClient) confirm(ctx context.Context, gvk schema.GroupVersionKind, o
 	if ok && t.gone != nil && t.uid == uid {
 		return t.gone
 	}
+	err := c.readLive(ctx, gvk, k.key, obj)
+	if apierrors.IsNotFound(err) {
+		c.mu.Lock()
+		if c.deleted == nil {
+			c.deleted = map[writtenKey]tombstone{}
+		}
+		c.deleted[k] = tombstone{uid: uid, gone: err}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// readLive replaces obj with the API server's copy of the object at key,
+// of kind gvk, and records it.
+func (c *passClient) readLive(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, obj client.Object) error {
 	// A fresh object: decoding into the cached copy could keep map
 	// entries the server no longer has.
 	live := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
 	live.GetObjectKind().SetGroupVersionKind(gvk)
-	if err := c.reader.Get(ctx, k.key, live); err != nil {
-		if apierrors.IsNotFound(err) {
-			c.mu.Lock()
-			if c.deleted == nil {
-				c.deleted = map[writtenKey]tombstone{}
-			}
-			c.deleted[k] = tombstone{uid: uid, gone: err}
-			c.mu.Unlock()
-		}
+	if err := c.reader.Get(ctx, key, live); err != nil {
 		return err
 	}
 	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(live).Elem())
@@ -243,11 +262,74 @@ func (c *passClient) confirm(ctx context.Context, gvk schema.GroupVersionKind, o
 	return nil
 }
 
+// atLeast tells the pass that the object of kind gk at key exists at
+// resourceVersion rv or a newer one: what a WaitFor step found of it, the
+// version whose event woke the pass or a later one. A later Get of it
+// through this client answers neither an older copy nor NotFound without
+// asking the API server.
+func (c *passClient) atLeast(gk schema.GroupKind, key client.ObjectKey, rv string) {
+	if rv == "" {
+		return
+	}
+	k := floorKey{gk: gk, key: key}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.floors == nil {
+		c.floors = map[floorKey]string{}
+	}
+	if prev, ok := c.floors[k]; ok && !newer(rv, prev) {
+		return
+	}
+	c.floors[k] = rv
+}
+
+// belowFloor reports whether a read of the object at key that answered
+// obj, or err, is older than what a WaitFor step of this pass found of it
+// (see atLeast): NotFound, or an older resourceVersion. Incomparable
+// resourceVersions (not an etcd-backed apiserver) are never older, as in
+// the horizon.
+func (c *passClient) belowFloor(key client.ObjectKey, obj client.Object, err error) (schema.GroupVersionKind, bool) {
+	c.mu.Lock()
+	none := len(c.floors) == 0
+	c.mu.Unlock()
+	if none || (err != nil && !apierrors.IsNotFound(err)) {
+		return schema.GroupVersionKind{}, false
+	}
+	gvk, gerr := apiutil.GVKForObject(obj, c.Scheme())
+	if gerr != nil {
+		return gvk, false
+	}
+	c.mu.Lock()
+	floor, ok := c.floors[floorKey{gk: gvk.GroupKind(), key: key}]
+	c.mu.Unlock()
+	if !ok {
+		return gvk, false
+	}
+	if err != nil {
+		return gvk, true
+	}
+	cmp, cerr := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), floor)
+	return gvk, cerr == nil && cmp < 0
+}
+
 // Get reads through the wrapped client (usually the cache) and returns the
 // pass's own written copy instead when that is newer, or when the cache does
 // not have the object yet. A cached copy that predates the pass's deletion
-// of the object is replaced by the API server's answer (see hides).
+// of the object is replaced by the API server's answer (see hides), and so
+// is an answer older than what a WaitFor step of the pass found of the
+// object (see atLeast).
 func (c *passClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.get(ctx, key, obj, opts...)
+	if gvk, below := c.belowFloor(key, obj, err); below {
+		logf.FromContext(ctx).V(1).Info("the cache is behind the version of a referenced object that WaitFor found; reading it from the API server",
+			"kind", gvk.Kind, "name", key.Name, "cached", obj.GetResourceVersion())
+		return c.readLive(ctx, gvk, key, obj)
+	}
+	return err
+}
+
+// get is Get without the floors of atLeast.
+func (c *passClient) get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := c.Client.Get(ctx, key, obj, opts...)
 	if !c.tracking() || (err != nil && !apierrors.IsNotFound(err)) {
 		return err

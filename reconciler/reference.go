@@ -38,8 +38,21 @@ const ReasonNotConfigured = "NotConfigured"
 //
 // kind is an empty object of the referenced type (&corev1.Service{}), or
 // a metav1.PartialObjectMetadata with its GroupVersionKind set for a type
-// the scheme does not know. Only the object's existence is read, never
-// its content.
+// the scheme does not know. The step judges only the object's existence,
+// and caches none of its content.
+//
+// A later step that follows what the object says (a Deployment's template,
+// a ConfigMap's data) reads it with s.Client.Get, typed, unstructured or
+// metadata-only. In that pass the read answers neither a copy older than
+// the one this step found (the version whose event woke the pass, or a
+// newer one) nor NotFound: when the cache s.Client reads (the manager's)
+// has not caught up with that version yet, the read goes to
+// Options.APIReader instead (one GET, only then, kept for the rest of the
+// pass). The wake-up itself is not held back until a typed cache catches
+// up: the kit does not know which cache, if any, a step reads. Every
+// change of the object wakes the objects naming it, so such a step follows
+// each change. Not covered: a List of the kind, and reads in steps before
+// this one.
 //
 // With a manager, [New] keeps the referenced objects in a metadata-only
 // cache of their own that keeps of each one its name, namespace and
@@ -249,7 +262,8 @@ func waitForReference[T Object](reader client.Reader, need func(context.Context)
 			return Retry(err)
 		}
 		key := client.ObjectKey{Namespace: s.Object.GetNamespace(), Name: name}
-		err := reader.Get(ctx, key, partialObject(gvk))
+		found := partialObject(gvk)
+		err := reader.Get(ctx, key, found)
 		switch {
 		case apierrors.IsNotFound(err):
 			if key.Namespace == "" {
@@ -258,6 +272,11 @@ func waitForReference[T Object](reader client.Reader, need func(context.Context)
 			return Wait(prefix+"NotFound", "%s %s %q not found in namespace %q", step, gvk.Kind, name, key.Namespace)
 		case err != nil:
 			return Retry(fmt.Errorf("getting %s %s %q: %w", step, gvk.Kind, name, err))
+		}
+		// A later step that reads the object through s.Client gets this
+		// version or a newer one, even when the manager's cache trails.
+		if pc, ok := s.Client.(*passClient); ok {
+			pc.atLeast(gvk.GroupKind(), key, found.GetResourceVersion())
 		}
 		return ContinueWith(prefix+"Found", "%s %s %q found", step, gvk.Kind, name)
 	}

@@ -22,6 +22,8 @@ import (
 	testv1 "github.com/reconcilekit/reconcilekit/internal/testapi/v1"
 	"github.com/reconcilekit/reconcilekit/internal/testenv"
 	"github.com/reconcilekit/reconcilekit/reconciler"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest"
+	"github.com/reconcilekit/reconcilekit/reconciler/reconcilertest/cachelag"
 )
 
 // configOf is the name of the ConfigMap a Widget waits for: its color.
@@ -121,6 +123,71 @@ func TestWaitForWakesOnTheReferencedObject(t *testing.T) {
 	require.NoError(t, env.Client.Delete(ctx, cm))
 	cond = waitForCondition(t, key, "ConfigReady", metav1.ConditionFalse)
 	assert.Equal(t, "ConfigNotFound", cond.Reason)
+}
+
+// TestWaitForFollowsTheReferencedContent: a step after WaitFor copies
+// what the referenced ConfigMap says into the Widget's status, reading it
+// through s.Client. The typed ConfigMap reads trail the apiserver by one
+// version (cachelag VersionsBehind 1: the manager's cache never holds the
+// newest version, as on a pass the metadata-only watch starts before the
+// typed informer delivers what woke it), so the step sees the version that
+// woke the pass only if s.Client does not answer with an older cached copy.
+// The ConfigMap changes five times in quick succession; the Widget must end
+// at the last value, and the pass that follows it reads the ConfigMap from
+// the API server (fails when WaitFor's wake-up reads the typed cache, which
+// never wakes the Widget again).
+func TestWaitForFollowsTheReferencedContent(t *testing.T) {
+	testenv.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	name := "widget-" + strings.ToLower(t.Name())
+	var apiReader *reconcilertest.Client
+	env.StartManager(t, func(mgr manager.Manager) error {
+		lagged := reconcilertest.NewClient(mgr.GetClient(),
+			reconcilertest.WithCacheLag(mgr.GetCache(), cachelag.Lag{Kind: "ConfigMap", VersionsBehind: 1}))
+		apiReader = reconcilertest.NewClient(env.Client)
+		r, err := reconciler.New(mgr, reconciler.Options[*testv1.Widget]{Name: name, Client: lagged, APIReader: apiReader,
+			Steps: []widgetStep{
+				reconciler.WaitFor("config", "ConfigReady", &corev1.ConfigMap{}, configOf),
+				{Name: "follow", Run: func(ctx context.Context, s *scope) reconciler.Outcome {
+					var cm corev1.ConfigMap
+					if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Object.Namespace, Name: configOf(s.Object)}, &cm); err != nil {
+						return reconciler.Retry(err)
+					}
+					s.Object.Status.Note = cm.Data["value"]
+					return reconciler.Continue()
+				}},
+			}})
+		if err != nil {
+			return err
+		}
+		b := ctrl.NewControllerManagedBy(mgr).Named(name).For(&testv1.Widget{}).
+			WithEventFilter(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == ns }))
+		for _, src := range r.ReferenceSources() {
+			b = b.WatchesRawSource(src)
+		}
+		return b.Complete(r)
+	})
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"value": "v0"}}
+	require.NoError(t, env.Client.Create(ctx, cm))
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}, Spec: testv1.WidgetSpec{Color: "settings"}}
+	require.NoError(t, env.Client.Create(ctx, w))
+	key := client.ObjectKeyFromObject(w)
+	require.Eventually(t, func() bool { return getWidget(t, key).Status.Note == "v0" }, 30*time.Second, 20*time.Millisecond,
+		"the Widget never copied the ConfigMap it names")
+
+	for _, value := range []string{"v1", "v2", "v3", "v4", "v5"} {
+		cm.Data["value"] = value
+		require.NoError(t, env.Client.Update(ctx, cm))
+	}
+	var note string
+	assert.Eventually(t, func() bool {
+		note = getWidget(t, key).Status.Note
+		return note == "v5"
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "v5", note, "the Widget follows what the ConfigMap says")
+	assert.Positive(t, apiReader.Count("get", "ConfigMap"), "the cache is behind what woke the pass: the step's read goes to the API server")
 }
 
 func getWidget(t *testing.T, key client.ObjectKey) *testv1.Widget {

@@ -23,9 +23,10 @@ type Scope[T Object] struct {
 	Object T
 	// Client is the pass's client. Reads may come from the manager's cache,
 	// but never from a copy older than a write or delete this pass made
-	// through Client (docs/reconciler.md, "Reading your own writes"). Its
-	// mutating requests are counted in
-	// reconcilekit_mutating_requests_per_reconcile.
+	// through Client (docs/reconciler.md, "Reading your own writes"), nor,
+	// for a Get of the object a WaitFor step of this pass found, older than
+	// what that step found (see WaitFor). Its mutating requests are counted
+	// in reconcilekit_mutating_requests_per_reconcile.
 	Client client.Client
 	// APIReader reads from the API server, never from a cache
 	// (Options.APIReader): for the server's truth where a cached answer
