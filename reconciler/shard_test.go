@@ -421,7 +421,9 @@ func TestRangeHandedOverMidPassWaitsForThePass(t *testing.T) {
 }
 
 // hold blocks the replica's passes over key (passLedger.hold).
-func (r *shardedReplica) hold(l *passLedger, key types.NamespacedName) func() { return l.hold(r.name, key) }
+func (r *shardedReplica) hold(l *passLedger, key types.NamespacedName) func() {
+	return l.hold(r.name, key)
+}
 
 // leaseRenewals returns a function that reports how many times the Lease
 // has been renewed since leaseRenewals was called (distinct renewTimes
