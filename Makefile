@@ -115,11 +115,15 @@ fmt: ## Run go fmt (every module).
 vet: ## Run go vet in every module (with the e2e build tag, so e2e code is checked too).
 	@$(call each-module,go vet -tags e2e ./...,$(MODULES) $(E2E_MODULE))
 
+# --allow-serial-runners: golangci-lint refuses to start while another
+# instance holds its lock in $TMPDIR ("parallel golangci-lint is running"),
+# which failed a cold make test at 2026-12-07 22:18 because an editor's lint
+# ran beside it; it now waits for the lock instead.
 .PHONY: lint
 lint: tools ## Run golangci-lint (every module), the kube-api-linter, and the API compatibility check (api-check).
-	@$(call each-module,$(GOLANGCI_LINT) run --build-tags e2e ./...,$(MODULES) $(E2E_MODULE))
+	@$(call each-module,$(GOLANGCI_LINT) run --allow-serial-runners --build-tags e2e ./...,$(MODULES) $(E2E_MODULE))
 	@failed=; for d in $(API_DIRS); do echo ">>> kube-api-linter $$d"; \
-		(cd "$$d" && $(GOLANGCI_LINT) run -c "$(CURDIR)/.golangci-kal.yml" ./...) || failed="$$failed $$d"; done; \
+		(cd "$$d" && $(GOLANGCI_LINT) run --allow-serial-runners -c "$(CURDIR)/.golangci-kal.yml" ./...) || failed="$$failed $$d"; done; \
 		if [[ -n "$$failed" ]]; then echo "kube-api-linter failed in:$$failed" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory api-check
 
