@@ -13,6 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
+	auditapi "k8s.io/apiserver/pkg/apis/audit"
+	"k8s.io/apiserver/pkg/audit/policy"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/reconcilekit/reconcilekit/sharding"
 )
@@ -423,4 +427,63 @@ func TestParseRangeSet(t *testing.T) {
 		_, err := parseRangeSet(bad, 8)
 		assert.Error(t, err, bad)
 	}
+}
+
+// TestChaosAuditPolicy evaluates testdata/chaos-audit-policy.yaml with the
+// API server's own policy code (as kube-apiserver loads and applies it)
+// against the requests the check reads and the traffic it must not log.
+func TestChaosAuditPolicy(t *testing.T) {
+	p, err := policy.LoadPolicyFromFile("testdata/chaos-audit-policy.yaml")
+	require.NoError(t, err)
+	eval := policy.NewPolicyRuleEvaluator(p)
+	const (
+		admin = "kubernetes-admin"
+		kcm   = "system:serviceaccount:kube-system:deployment-controller"
+	)
+	req := func(who, verb, group, resource, sub, ns, name string) authorizer.AttributesRecord {
+		return authorizer.AttributesRecord{User: &user.DefaultInfo{Name: who}, Verb: verb, APIGroup: group, APIVersion: "v1",
+			Resource: resource, Subresource: sub, Namespace: ns, Name: name, ResourceRequest: true}
+	}
+	for _, tt := range []struct {
+		attrs authorizer.AttributesRecord
+		want  auditapi.Level
+	}{
+		// The WebApps' UIDs, from any creator.
+		{req(admin, "create", "apps.example.com", "webapps", "", "ns", ""), auditapi.LevelRequestResponse},
+		{req(operatorUser, "create", "apps.example.com", "webapps", "", "ns", ""), auditapi.LevelRequestResponse},
+		// The replicas' single-object requests, reads included.
+		{req(operatorUser, "get", "apps.example.com", "webapps", "", "ns", "app"), auditapi.LevelMetadata},
+		{req(operatorUser, "patch", "apps.example.com", "webapps", "status", "ns", "app"), auditapi.LevelMetadata},
+		{req(operatorUser, "update", "apps.example.com", "webapps", "finalizers", "ns", "app"), auditapi.LevelMetadata},
+		{req(operatorUser, "patch", "apps", "deployments", "", "ns", "app"), auditapi.LevelMetadata},
+		{req(operatorUser, "create", "apps", "deployments", "", "ns", ""), auditapi.LevelMetadata},
+		{req(operatorUser, "get", "", "services", "", "ns", "app"), auditapi.LevelMetadata},
+		{req(operatorUser, "patch", "", "configmaps", "", operatorNamespace, "webapp-registry-03"), auditapi.LevelRequest},
+		{req(operatorUser, "create", "", "configmaps", "", operatorNamespace, ""), auditapi.LevelRequest},
+		// The Lease protocol: the rounds' reads and writes, the deletions.
+		{req(operatorUser, "list", "coordination.k8s.io", "leases", "", operatorNamespace, ""), auditapi.LevelRequest},
+		{req(operatorUser, "create", "coordination.k8s.io", "leases", "", operatorNamespace, ""), auditapi.LevelRequest},
+		{req(operatorUser, "update", "coordination.k8s.io", "leases", "", operatorNamespace, shardGroup+"-a"), auditapi.LevelRequest},
+		{req(operatorUser, "delete", "coordination.k8s.io", "leases", "", operatorNamespace, shardGroup+"-a"), auditapi.LevelRequest},
+		// Not logged: watches, the caches' lists, everyone else's traffic.
+		{req(operatorUser, "watch", "coordination.k8s.io", "leases", "", operatorNamespace, ""), auditapi.LevelNone},
+		{req(operatorUser, "watch", "apps.example.com", "webapps", "", "", ""), auditapi.LevelNone},
+		{req(operatorUser, "list", "apps.example.com", "webapps", "", "", ""), auditapi.LevelNone},
+		{req(admin, "patch", "apps.example.com", "webapps", "", "ns", "app"), auditapi.LevelNone},
+		{req(kcm, "update", "apps", "deployments", "status", "ns", "app"), auditapi.LevelNone},
+		{req(operatorUser, "patch", "", "configmaps", "", "ns", "other"), auditapi.LevelNone},
+		{req("system:kube-scheduler", "update", "coordination.k8s.io", "leases", "", "kube-system", "kube-scheduler"), auditapi.LevelNone},
+		{req(operatorUser, "create", "", "pods", "", "ns", ""), auditapi.LevelNone},
+		{req(operatorUser, "create", "events.k8s.io", "events", "", "ns", ""), auditapi.LevelNone},
+		{authorizer.AttributesRecord{User: &user.DefaultInfo{Name: operatorUser}, Verb: "get", Path: "/readyz"}, auditapi.LevelNone},
+	} {
+		a := tt.attrs
+		got := eval.EvaluatePolicyRule(a)
+		assert.Equal(t, tt.want, got.Level, "%s %s %s/%s/%s %s/%s", a.User.GetName(), a.Verb, a.APIGroup, a.Resource, a.Subresource, a.Namespace, a.Name)
+		if got.Level != auditapi.LevelNone {
+			assert.Equal(t, []auditapi.Stage{auditapi.StageRequestReceived}, got.OmitStages, "one event a request")
+			assert.True(t, got.OmitManagedFields)
+		}
+	}
+	assert.Equal(t, "system:serviceaccount:webapp-system:webapp-controller-manager", operatorUser, "the user the policy names")
 }
