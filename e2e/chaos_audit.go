@@ -34,14 +34,33 @@ import (
 // shard/<identity>, examples/webapp/main.go), whatever its answer.
 //
 // A replica may act on range r inside a window the Leases grant it
-// (auditWindows): from the answer to its first list of the group's Leases
-// read after its own Lease claimed r and after every other Lease stopped
-// claiming r (a write without r, its deletion, or its expiry); until its
-// Lease stops claiming r, is deleted, expires, or the log ends. Checked:
-// every request of a replica for an object of range r lies inside one of
-// its windows for r, and no two replicas' windows for a range overlap.
-// The scenarios also count what they exercised (handoffs with a pass in
-// flight, writes near a handoff, takeovers) and fail below their claims.
+// (auditJudge.permits): from the answer to its first list of the group's
+// Leases received after its own Lease's accepted write claiming r and
+// after every other Lease that claimed r stopped: a write without r, its
+// deletion, or its expiry (its last write's receipt plus its
+// leaseDurationSeconds; a Member takes an expired Lease's ranges in the
+// round that finds it expired, before it deletes the Lease, so the
+// deletion alone would come too late). The window lasts until the
+// receipt of the replica's first accepted Lease write without r, the
+// deletion of its Lease (by itself, or by another replica after expiry),
+// the expiry of its Lease (no accepted renewal within its duration), or
+// the end of the log. A request or write in flight during a list may
+// have been seen by it: a release in flight does not hold the range, a
+// claim in flight does not take it. Checked: every request of a replica
+// for an object of range r was received and answered inside one of its
+// windows for r, and no two replicas' windows for a range overlap.
+//
+// A request is placed in ranges by the WebApps it concerns: a WebApp, or
+// its Deployment or Service (same namespace and name), is the WebApp's
+// range, found from the UID its create's answer carried. The route
+// registry is 16 ConfigMaps, each holding the entries of every WebApp
+// whose "<namespace>/<name>" hashes to it (controller.RegistryShard), so
+// of many ranges: a registry write is judged in the range of each entry
+// its body names (a merge patch of one key, a create with one key); a
+// registry read or deletion names none and concerns them all, so it is
+// counted, not judged. The scenarios also count what they exercised
+// (handoffs with a pass in flight, writes near a handoff, takeovers) and
+// fail below their claims.
 
 // Things of the operator and of the sharding protocol the check reads by
 // name: the Member's claims annotation is unexported in package sharding.
@@ -210,7 +229,7 @@ type auditJudge struct {
 	// no range: an object of no WebApp it saw created, a registry request
 	// naming no entry (a read or a deletion: a shard holds the entries of
 	// many ranges, so it concerns them all and judges none).
-	unplaced map[string]int
+	unplaced map[string][]time.Time
 	problems []string
 }
 
@@ -220,7 +239,7 @@ type auditJudge struct {
 func newAuditJudge(events []auditEvent, group, namespace string, ranges int, until time.Time) *auditJudge {
 	j := &auditJudge{group: group, namespace: namespace, ranges: ranges, until: until,
 		leases: map[string][]leaseEvent{}, lists: map[string][]span{}, apps: map[types.NamespacedName][]appCreate{},
-		unplaced: map[string]int{}}
+		unplaced: map[string][]time.Time{}}
 	sort.SliceStable(events, func(a, b int) bool { return events[a].Received.Before(events[b].Received) })
 	for i := range events {
 		j.add(&events[i])
@@ -390,7 +409,7 @@ func (j *auditJudge) addRequest(e *auditEvent) {
 		}
 	}
 	if len(q.ranges) == 0 {
-		j.unplaced[id]++
+		j.unplaced[id] = append(j.unplaced[id], q.from)
 		return
 	}
 	j.requests = append(j.requests, q)
@@ -625,17 +644,22 @@ type auditVerdict struct {
 	windows, handoffs, inFlight, nearWrites, takeovers int
 }
 
-// judge checks the requests of replicas (identities) against the windows
-// the Leases granted them, and the windows of every range against each
-// other's.
-func (j *auditJudge) judge(replicas []string) auditVerdict {
+// judge checks the requests of replicas (identities) since a time against
+// the windows the Leases granted them, and the windows of every range that
+// last until then against each other's. The windows are read from the
+// whole log: a Lease written before since may still hold a range.
+func (j *auditJudge) judge(replicas []string, since time.Time) auditVerdict {
 	v := auditVerdict{violations: slices.Clone(j.problems)}
 	mine := map[string]bool{}
 	read := false
 	for _, id := range replicas {
 		mine[id] = true
 		read = read || len(j.lists[id]) > 0
-		v.unplaced += j.unplaced[id]
+		for _, t := range j.unplaced[id] {
+			if !t.Before(since) {
+				v.unplaced++
+			}
+		}
 	}
 	if !read && len(replicas) > 0 {
 		// A replica that reads nothing gets no window, and its requests
@@ -643,27 +667,29 @@ func (j *auditJudge) judge(replicas []string) auditVerdict {
 		v.violations = append(v.violations, fmt.Sprintf("the audit log holds no read of the group's Leases by any of %v: "+
 			"no user agent ending in %s<identity>, or a policy that does not log them", replicas, shardAgentMarker))
 	}
-	permits := j.permits()
-	for r, ps := range permits {
-		v.violations = append(v.violations, overlaps(r, ps, mine)...)
-		for _, p := range ps {
+	all := j.permits()
+	recent := map[int][]permit{} // the windows that last until since
+	for r, ps := range all {
+		recent[r] = slices.DeleteFunc(slices.Clone(ps), func(p permit) bool { return p.to.Before(since) })
+		v.violations = append(v.violations, overlaps(r, recent[r], mine)...)
+		for _, p := range recent[r] {
 			if mine[p.replica] {
 				v.windows++
 			}
 		}
 	}
 	for _, q := range j.requests {
-		if !mine[q.replica] {
+		if !mine[q.replica] || q.from.Before(since) {
 			continue
 		}
 		v.requests++
 		for _, r := range q.ranges {
-			if msg, ok := inside(q, r, permits[r]); !ok {
+			if msg, ok := inside(q, r, all[r]); !ok {
 				v.violations = append(v.violations, msg)
 			}
 		}
 	}
-	j.countHandoffs(&v, permits, mine)
+	j.countHandoffs(&v, recent, mine)
 	sort.Strings(v.violations)
 	return v
 }

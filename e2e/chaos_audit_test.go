@@ -144,7 +144,7 @@ func (l *auditLog) judged(t *testing.T, until float64) auditVerdict {
 	t.Helper()
 	events, err := parseAuditLog(strings.NewReader(l.String()))
 	require.NoError(t, err)
-	return newAuditJudge(events, shardGroup, operatorNamespace, sharding.DefaultRanges, at(until)).judge([]string{"a", "b"})
+	return newAuditJudge(events, shardGroup, operatorNamespace, sharding.DefaultRanges, at(until)).judge([]string{"a", "b"}, time.Time{})
 }
 
 // appUID is the WebApp ns/app's UID, and appRange its range.
@@ -195,6 +195,16 @@ func TestAuditJudgeCleanHandoff(t *testing.T) {
 	assert.Empty(t, v.shortOf(exercise{handoffs: 1, inFlight: 1, nearWrites: 1}))
 	assert.Len(t, v.shortOf(exercise{inFlight: 2, takeovers: 1}), 2)
 
+	// Judged from 8.3 s on, as a later scenario: a's window ended before,
+	// and its requests are not this scenario's.
+	events, err := parseAuditLog(strings.NewReader(handoff().String()))
+	require.NoError(t, err)
+	later := newAuditJudge(events, shardGroup, operatorNamespace, sharding.DefaultRanges, at(20)).judge([]string{"a", "b"}, at(8.3))
+	assert.Empty(t, later.violations)
+	assert.Equal(t, 3, later.requests)
+	assert.Equal(t, 1, later.windows)
+	assert.Equal(t, 0, later.handoffs)
+
 	ps := handoff().permits(t, 20)[appRange]
 	require.Len(t, ps, 2)
 	assert.Equal(t, permit{span: span{at(2.01), at(8.02)}, replica: "a", rng: appRange, end: "released"}, ps[0])
@@ -244,7 +254,7 @@ func TestAuditJudgeOutsideWindow(t *testing.T) {
 			tt.add(l)
 			events, err := parseAuditLog(strings.NewReader(l.String()))
 			require.NoError(t, err)
-			v := newAuditJudge(events, shardGroup, operatorNamespace, sharding.DefaultRanges, at(20)).judge([]string{"a", "b", "c"})
+			v := newAuditJudge(events, shardGroup, operatorNamespace, sharding.DefaultRanges, at(20)).judge([]string{"a", "b", "c"}, time.Time{})
 			require.Len(t, v.violations, 1)
 			assert.Contains(t, v.violations[0], fmt.Sprintf(tt.want, appRange))
 		})
@@ -486,4 +496,33 @@ func TestChaosAuditPolicy(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "system:serviceaccount:webapp-system:webapp-controller-manager", operatorUser, "the user the policy names")
+}
+
+// TestAuditSection: the report's rows of the audit verdict, and the line
+// that says why there are none.
+func TestAuditSection(t *testing.T) {
+	got := auditSection([]chaosResult{{Number: 7}, {Number: 8, Audit: &auditFigures{Requests: 1200, Unplaced: 3, Windows: 150,
+		Handoffs: 90, InFlight: 4, NearWrites: 35, Takeovers: 20}}})
+	assert.Contains(t, got, "| 8 | 1200 | 3 | 150 | 90 | 4 | 20 | 35 | 0 |\n")
+	assert.NotContains(t, got, "| 7 |")
+	assert.Contains(t, auditSection([]chaosResult{{Number: 9}}), "kept no audit log (E2E_AUDIT=0)")
+	assert.Contains(t, auditSection([]chaosResult{{Number: 1}}), "No sharding scenario ran.")
+}
+
+// TestShardClaims: what scenarios 8-10 claim to exercise, in the short and
+// the long form.
+func TestShardClaims(t *testing.T) {
+	t.Setenv("E2E_CHAOS", "")
+	assert.Equal(t, exercise{handoffs: 1, takeovers: 1}, shardKillClaims())
+	assert.Equal(t, exercise{handoffs: 4}, shardScaleClaims())
+	assert.Equal(t, exercise{handoffs: 1, takeovers: 1}, shardPartitionClaims())
+	t.Setenv("E2E_CHAOS", "long")
+	assert.Equal(t, exercise{handoffs: 1, takeovers: 1, inFlight: 1, nearWrites: 1}, shardKillClaims())
+	assert.Equal(t, exercise{handoffs: 12, inFlight: 1, nearWrites: 1}, shardScaleClaims())
+	assert.Equal(t, exercise{handoffs: 3, takeovers: 3, nearWrites: 1}, shardPartitionClaims())
+
+	var v auditVerdict
+	short := v.shortOf(shardKillClaims())
+	require.Len(t, short, 4)
+	assert.Equal(t, "the scenario did not exercise what it claims: 0 handoffs with a pass of the old owner in flight in the audit log, at least 1 expected", short[1])
 }
