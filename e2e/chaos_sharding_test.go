@@ -247,7 +247,7 @@ func (sf *shardedFleet) auditCheck() ([]string, string) {
 	if path == "" {
 		return nil, "; not judged from the API server's audit log: the cluster keeps none (E2E_AUDIT=1)"
 	}
-	events, err := readAuditLog(path)
+	events, skipped, err := readAuditLog(path)
 	if err != nil {
 		return []string{"audit: " + err.Error()}, ""
 	}
@@ -264,7 +264,16 @@ func (sf *shardedFleet) auditCheck() ([]string, string) {
 		InFlight: v.inFlight, NearWrites: v.nearWrites, Takeovers: v.takeovers, Violations: len(out)}
 	return out, fmt.Sprintf("; the API server's audit log: %d requests of the replicas judged (%d in no range), %d windows, "+
 		"%d handoffs (%d with a pass of the old owner in flight, %d takeovers of an expired Lease's ranges), %d writes within a second "+
-		"of a handoff, %d violations", v.requests, v.unplaced, v.windows, v.handoffs, v.inFlight, v.takeovers, v.nearWrites, len(out))
+		"of a handoff, %d violations%s", v.requests, v.unplaced, v.windows, v.handoffs, v.inFlight, v.takeovers, v.nearWrites, len(out),
+		skippedNote(skipped))
+}
+
+// skippedNote says how many lines of the audit log were no event.
+func skippedNote(skipped int) string {
+	if skipped == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d lines of the log were no JSON event and were skipped)", skipped)
 }
 
 // runWorkload starts the scenario's workload of creates, updates and
