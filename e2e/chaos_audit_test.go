@@ -12,8 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	auditapi "k8s.io/apiserver/pkg/apis/audit"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/apiserver/pkg/audit/policy"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -413,6 +416,40 @@ func TestParseAuditLog(t *testing.T) {
 	assert.Equal(t, at(0.51), events[0].Completed)
 	assert.Equal(t, 201, events[0].code())
 	assert.Equal(t, "list", events[1].Verb)
+}
+
+// TestParseAuditLogOfTheAPIServersType: an event of the API server's own
+// type (audit.k8s.io/v1), encoded as its JSON log backend encodes it, reads
+// back with its times at the microsecond, its code and its body.
+func TestParseAuditLogOfTheAPIServersType(t *testing.T) {
+	body := []byte(`{"metadata":{"annotations":{"` + claimsAnnotation + `":"1-2"}},"spec":{"leaseDurationSeconds":15}}`)
+	e := auditv1.Event{
+		TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "audit.k8s.io/v1"},
+		Level:    auditv1.LevelRequest, Stage: auditv1.StageResponseComplete, Verb: "update",
+		RequestURI: "/apis/coordination.k8s.io/v1/namespaces/webapp-system/leases/webapp-operator-a",
+		UserAgent:  agent("a"),
+		ObjectRef: &auditv1.ObjectReference{Resource: "leases", Namespace: operatorNamespace, Name: shardGroup + "-a",
+			APIGroup: "coordination.k8s.io", APIVersion: "v1"},
+		ResponseStatus:           &metav1.Status{Code: 200},
+		RequestObject:            &runtime.Unknown{Raw: body, ContentType: runtime.ContentTypeJSON},
+		RequestReceivedTimestamp: metav1.NewMicroTime(at(1).Add(1400 * time.Nanosecond)),
+		StageTimestamp:           metav1.NewMicroTime(at(1.25)),
+	}
+	line, err := json.Marshal(e)
+	require.NoError(t, err)
+	events, skipped, err := parseAuditLog(strings.NewReader(string(line) + "\n"))
+	require.NoError(t, err)
+	require.Zero(t, skipped)
+	require.Len(t, events, 1)
+	got := events[0]
+	assert.Equal(t, at(1.000001), got.Received, "microseconds")
+	assert.Equal(t, at(1.25), got.Completed)
+	assert.True(t, got.accepted())
+	assert.True(t, got.is("coordination.k8s.io", "leases"))
+	j := newAuditJudge(events, shardGroup, operatorNamespace, sharding.DefaultRanges, at(10))
+	require.Len(t, j.leases[shardGroup+"-a"], 1)
+	assert.Equal(t, []bool{false, true, true}, j.leases[shardGroup+"-a"][0].claims[:3])
+	assert.Equal(t, 15*time.Second, j.leases[shardGroup+"-a"][0].duration)
 }
 
 func TestShardIdentity(t *testing.T) {
