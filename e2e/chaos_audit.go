@@ -223,8 +223,8 @@ type auditJudge struct {
 	lists    map[string][]span       // by identity
 	apps     map[types.NamespacedName][]appCreate
 	requests []shardRequest
-	// unplaced counts, by replica, the requests the check could place in
-	// no range: an object of no WebApp it saw created, a registry request
+	// unplaced records, by replica, when it sent a request the check
+	// could place in no range: an object of no WebApp it saw created, a registry request
 	// naming no entry (a read or a deletion: a shard holds the entries of
 	// many ranges, so it concerns them all and judges none).
 	unplaced map[string][]time.Time
@@ -242,17 +242,11 @@ func newAuditJudge(events []auditEvent, group, namespace string, ranges int, unt
 	for i := range events {
 		j.add(&events[i])
 	}
-	var raw []auditEvent
+	// The requests are placed once every WebApp's create is known.
 	for i := range events {
 		if _, ok := shardIdentity(events[i].UserAgent); ok {
-			raw = append(raw, events[i])
+			j.addRequest(&events[i])
 		}
-	}
-	// Requests are placed once every create is known: a replica's first
-	// request for a WebApp may be received before the create's answer is
-	// written to the log.
-	for i := range raw {
-		j.addRequest(&raw[i])
 	}
 	return j
 }
