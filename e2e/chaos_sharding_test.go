@@ -245,7 +245,7 @@ func (sf *shardedFleet) check() []string {
 func (sf *shardedFleet) auditCheck() ([]string, string) {
 	path := harness.AuditLog()
 	if path == "" {
-		return nil, "; not judged from the API server's audit log: the cluster keeps none (E2E_AUDIT=1)"
+		return nil, "; not judged from the API server's audit log: the cluster keeps none (E2E_AUDIT=1, on the kwok provider)"
 	}
 	events, skipped, err := readAuditLog(path)
 	if err != nil {
