@@ -68,12 +68,62 @@ This run: the %s form, %d scenarios, %v in all.%s
 	if len(notes) > 0 {
 		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
 	}
+	b.WriteString(auditSection(sorted))
 	b.WriteString(outageRecoveryNotes)
 	b.WriteString("\n## Machine\n\n")
 	for _, kv := range machine() {
 		fmt.Fprintf(&b, "- %s: %s\n", kv[0], kv[1])
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// auditSection is the page's section on the sharding scenarios' verdict
+// from the API server's audit log (chaos_audit.go): one row per scenario
+// judged so, or why none was.
+func auditSection(results []chaosResult) string {
+	var b strings.Builder
+	b.WriteString(`
+## The API server's witness (scenarios 8-10)
+
+The sharding scenarios are also judged from the kube-apiserver's audit log (e2e/chaos_audit.go), not from
+what the replicas say of themselves: each replica's windows on each hash range are read from the Leases as
+the API server accepted them and from the replicas' reads of them (a claim persisted before the read, no
+other live claim; until a write without the range, the Lease's deletion or its expiry), and every
+single-object request a replica sent for a WebApp, its Deployment, its Service or its route registry entry,
+reads and refused writes included, must fall inside one of its windows for the WebApp's range; no two
+replicas' windows of a range may overlap. "In no range" counts the requests that name no WebApp the log saw
+created, or a registry shard without an entry (a read: a shard holds many ranges' entries). A handoff has a
+pass in flight when the old owner sent a request for the range within the second before its window ended;
+a takeover is a handoff from a Lease that expired or was deleted. A scenario fails when it exercised less than
+it claims (e2e/chaos_sharding_test.go).
+
+`)
+	judged, sharded := 0, 0
+	for _, r := range results {
+		if r.Number >= 8 && r.Number <= 10 {
+			sharded++
+		}
+		if r.Audit != nil {
+			judged++
+		}
+	}
+	if judged == 0 {
+		if sharded > 0 {
+			b.WriteString("This run's cluster kept no audit log (E2E_AUDIT=0): the sharding scenarios were not judged so.\n")
+		} else {
+			b.WriteString("No sharding scenario ran.\n")
+		}
+		return b.String()
+	}
+	b.WriteString("| # | requests judged | in no range | windows | handoffs | with a pass in flight | takeovers | writes within 1 s of a handoff | violations |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		if a := r.Audit; a != nil {
+			fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %d | %d |\n",
+				r.Number, a.Requests, a.Unplaced, a.Windows, a.Handoffs, a.InFlight, a.Takeovers, a.NearWrites, a.Violations)
+		}
+	}
+	return b.String()
 }
 
 // outageRecoveryNotes is the page's section on where the time after an

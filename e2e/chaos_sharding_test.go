@@ -28,7 +28,15 @@ import (
 // (9) scaled from 1 to 3 and back to 1, (10) a replica partitioned from
 // the apiserver. Besides the shared invariants, checkShards: no two
 // replicas wrote one WebApp in overlapping ownership periods, no range
-// unowned longer than maxUnowned.
+// unowned longer than maxUnowned. And, when the cluster keeps an audit
+// log (E2E_AUDIT), the API server's verdict (chaos_audit.go): every
+// request of a replica for a WebApp, its objects or its registry entry
+// inside a window its Lease granted for the WebApp's range, no two
+// replicas' windows of a range overlapping, and at least what the
+// scenario claims to exercise (its exercise: handoffs, handoffs with a
+// pass of the old owner in flight, writes within a second of a handoff,
+// takeovers of an expired Lease's ranges), each scenario's doc says how
+// much and why.
 //
 // Replica "a" serves the webhooks (only one process can bind the port the
 // webhook configurations name), elects itself leader for the certificates
@@ -41,6 +49,11 @@ type shardedFleet struct {
 	sc       *scenario
 	cfg      *envconf.Config
 	recorder writeRecorder
+
+	// start is when the scenario began: the audit check judges the
+	// requests since, and claims is what it must find exercised.
+	start  time.Time
+	claims exercise
 
 	mu       sync.Mutex
 	replicas []*shardReplica
@@ -65,9 +78,11 @@ type shardReplica struct {
 }
 
 // newShardedFleet grants the operator's role what --sharding needs
-// (config/local-sharded) and stops the primary.
-func newShardedFleet(ctx context.Context, t *testing.T, cfg *envconf.Config, sc *scenario) *shardedFleet {
+// (config/local-sharded) and stops the primary; claims is what the
+// scenario must be seen to exercise.
+func newShardedFleet(ctx context.Context, t *testing.T, cfg *envconf.Config, sc *scenario, claims exercise) *shardedFleet {
 	t.Helper()
+	start := time.Now()
 	if err := operator.install(ctx, filepath.Join(harness.opts.RepoRoot, "examples", "webapp", "config", "local-sharded")); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +92,7 @@ func newShardedFleet(ctx context.Context, t *testing.T, cfg *envconf.Config, sc 
 	if err := operator.primary.stop(); err != nil {
 		t.Fatal(err)
 	}
-	sf := &shardedFleet{sc: sc, cfg: cfg}
+	sf := &shardedFleet{sc: sc, cfg: cfg, start: start, claims: claims}
 	sc.ownership = sf.check
 	return sf
 }
@@ -195,8 +210,9 @@ func (sf *shardedFleet) awaitOwners(ctx context.Context, t *testing.T, want ...*
 	})
 }
 
-// check is the scenario's ownership invariant (checkShards), with its
-// figures in the report's notes.
+// check is the scenario's ownership invariant (checkShards, from the
+// proxies' writes and the replicas' logs) and, beside it, the API server's
+// verdict (auditCheck), with their figures in the report's notes.
 func (sf *shardedFleet) check() []string {
 	owned, err := sf.ownerships()
 	if err != nil {
@@ -218,7 +234,46 @@ func (sf *shardedFleet) check() []string {
 	sf.sc.res.Notes = fmt.Sprintf("%d writes to WebApps and their objects by %d replicas, %d range handoffs, no range unowned longer than %s "+
 		"after the last fault in its wait (at most %s allowed; %s from its first owner's end)",
 		res.writes, res.writers, res.handoffs, res.maxUnowned.Round(100*time.Millisecond), maxUnowned, res.maxGap.Round(100*time.Millisecond))
-	return res.violations
+	violations, note := sf.auditCheck()
+	sf.sc.res.Notes += note
+	return append(res.violations, violations...)
+}
+
+// auditCheck is the API server's verdict on the replicas (chaos_audit.go),
+// beside checkShards: its violations, each prefixed "audit:", and a note
+// for the report. Without an audit log it judges nothing and says so.
+func (sf *shardedFleet) auditCheck() ([]string, string) {
+	path := harness.AuditLog()
+	if path == "" {
+		return nil, "; not judged from the API server's audit log: the cluster keeps none (E2E_AUDIT=1, on the kwok provider)"
+	}
+	events, skipped, err := readAuditLog(path)
+	if err != nil {
+		return []string{"audit: " + err.Error()}, ""
+	}
+	var replicas []string
+	for _, r := range sf.all() {
+		replicas = append(replicas, r.inc.p.name)
+	}
+	v := newAuditJudge(events, shardGroup, operatorNamespace, sharding.DefaultRanges, time.Now()).judge(replicas, sf.start)
+	var out []string
+	for _, msg := range append(v.violations, v.shortOf(sf.claims)...) {
+		out = append(out, "audit: "+msg)
+	}
+	sf.sc.res.Audit = &auditFigures{Requests: v.requests, Unplaced: v.unplaced, Windows: v.windows, Handoffs: v.handoffs,
+		InFlight: v.inFlight, NearWrites: v.nearWrites, Takeovers: v.takeovers, Violations: len(out)}
+	return out, fmt.Sprintf("; the API server's audit log: %d requests of the replicas judged (%d in no range), %d windows, "+
+		"%d handoffs (%d with a pass of the old owner in flight, %d takeovers of an expired Lease's ranges), %d writes within a second "+
+		"of a handoff, %d violations%s", v.requests, v.unplaced, v.windows, v.handoffs, v.inFlight, v.takeovers, v.nearWrites, len(out),
+		skippedNote(skipped))
+}
+
+// skippedNote says how many lines of the audit log were no event.
+func skippedNote(skipped int) string {
+	if skipped == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d lines of the log were no JSON event and were skipped)", skipped)
 }
 
 // runWorkload starts the scenario's workload of creates, updates and
@@ -257,13 +312,21 @@ func shardTeardown(sf **shardedFleet) features.Func {
 // chaosShardKill is scenario 8: three sharded replicas under load, one of
 // them SIGKILLed and replaced, again and again; the others take its ranges
 // once its lease expires.
+//
+// It claims (shardKillClaims) at least one handoff and one takeover: the
+// first replica killed owned ranges (spawnThree waited for that), and they
+// go to the others once its Lease lapses. The long form, whose kills and
+// replacements' joins move ranges while 300 WebApps are written, claims
+// one handoff with a pass of the old owner in flight (a survivor draining
+// a range it hands to a replacement) and one write within a second of a
+// handoff; the short form's 12 WebApps over 64 ranges make either chance.
 func chaosShardKill() features.Feature {
 	var sf *shardedFleet
 	return features.New("chaos 8: a sharded replica SIGKILLed under load").
 		WithLabel("area", "chaos").
 		Assess("the survivors take its ranges; no WebApp written by two owners", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			sc := newScenario(ctx, t, cfg, 8, "3 sharded replicas, one SIGKILLed under load and replaced", 8)
-			sf = newShardedFleet(ctx, t, cfg, sc)
+			sf = newShardedFleet(ctx, t, cfg, sc, shardKillClaims())
 			live := sf.spawnThree(ctx, t)
 			s, r, done := sc.runWorkload(ctx, appsFor(12, 300))
 			var lastFault time.Time
@@ -293,16 +356,28 @@ func chaosShardKill() features.Feature {
 		Feature()
 }
 
+// shardKillClaims is what scenario 8 claims to exercise.
+func shardKillClaims() exercise {
+	return exercise{handoffs: 1, takeovers: 1, inFlight: size(0, 1), nearWrites: size(0, 1)}
+}
+
 // chaosShardScale is scenario 9: one sharded replica under load, two more
 // join, then both leave gracefully (draining their passes); no WebApp is
 // written by two owners during the handoffs.
+//
+// It claims (shardScaleClaims) four handoffs a round: each join gives
+// both newcomers ranges of a's, each leave gives them back (awaitOwners
+// waits for both). The long form's three rounds under a 300-WebApp
+// workload claim one handoff with a pass in flight (a drained range is
+// what the leave waits for) and one write within a second of a handoff;
+// the short form's 12 WebApps make them chance.
 func chaosShardScale() features.Feature {
 	var sf *shardedFleet
 	return features.New("chaos 9: sharded replicas scaled 1 -> 3 -> 1 under load").
 		WithLabel("area", "chaos").
 		Assess("ranges move on each join and leave; no WebApp written by two owners", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			sc := newScenario(ctx, t, cfg, 9, "sharded replicas scaled 1 -> 3 -> 1 under load", 9)
-			sf = newShardedFleet(ctx, t, cfg, sc)
+			sf = newShardedFleet(ctx, t, cfg, sc, shardScaleClaims())
 			a, err := sf.spawn(ctx, "a")
 			if err != nil {
 				t.Fatal(err)
@@ -348,6 +423,16 @@ func chaosShardScale() features.Feature {
 		Feature()
 }
 
+// shardScaleClaims is what scenario 9 claims to exercise.
+func shardScaleClaims() exercise {
+	return exercise{handoffs: 4 * size(1, 3), inFlight: size(0, 1), nearWrites: size(0, 1)}
+}
+
+// shardPartitionClaims is what scenario 10 claims to exercise.
+func shardPartitionClaims() exercise {
+	return exercise{handoffs: size(1, 3), takeovers: size(1, 3), nearWrites: size(0, 1)}
+}
+
 // chaosShardPartition is scenario 10: three sharded replicas, one cut off
 // from the apiserver (its proxy holds every new request, its open watches
 // still flow) for 25 s, past its lease, while every WebApp is updated. It
@@ -356,13 +441,21 @@ func chaosShardScale() features.Feature {
 // proxy drops them), the others take its ranges and apply the updates.
 // Healed, it rejoins. Without the fencing, its held writes would reach the
 // apiserver at the heal, after the handoff, and checkShards reports them.
+//
+// It claims (shardPartitionClaims) a takeover each round: the cut replica
+// owned ranges (awaitOwners) and the others take them once its Lease
+// lapses. The long form claims one write within a second of a handoff
+// (the new owner applies the updates made during the cut as soon as it
+// owns the range). It claims no handoff with a pass in flight: the cut
+// replica's last requests are held by the partition and never reach the
+// API server, which is the point.
 func chaosShardPartition() features.Feature {
 	var sf *shardedFleet
 	return features.New("chaos 10: a sharded replica partitioned from the API server").
 		WithLabel("area", "chaos").
 		Assess("it fences itself, the others take over, it rejoins; no WebApp written by two owners", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			sc := newScenario(ctx, t, cfg, 10, "3 sharded replicas, one partitioned from the API server for 25 s while every WebApp is updated", 10)
-			sf = newShardedFleet(ctx, t, cfg, sc)
+			sf = newShardedFleet(ctx, t, cfg, sc, shardPartitionClaims())
 			live := sf.spawnThree(ctx, t)
 			s, r, done := sc.runWorkload(ctx, appsFor(12, 300))
 			if err := <-done; err != nil {

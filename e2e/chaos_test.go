@@ -80,6 +80,15 @@ type chaosResult struct {
 	WorkloadEnd                             time.Duration
 	Restarts                                int
 	Notes                                   string
+	// Audit is a sharded scenario's verdict from the API server's audit
+	// log, nil when it was not judged so.
+	Audit *auditFigures
+}
+
+// auditFigures are the audit check's figures for the report
+// (chaos_audit.go, auditVerdict).
+type auditFigures struct {
+	Requests, Unplaced, Windows, Handoffs, InFlight, NearWrites, Takeovers, Violations int
 }
 
 var (

@@ -46,6 +46,12 @@
 // next run starts by deleting the stale cluster, or run
 // `CLUSTER_NAME=reconcilekit-e2e hack/cluster.sh down`.
 //
+// With E2E_AUDIT=1 (the default for E2E_CHAOS=long, `make chaos`) the kwok
+// cluster's API server keeps an audit log by testdata/chaos-audit-policy.yaml
+// (hack/cluster.sh CLUSTER_AUDIT_POLICY), from which the chaos suite's
+// sharding scenarios judge the replicas (chaos_audit.go); without it they
+// say they did not. E2E_AUDIT=0 turns it off.
+//
 // # The operator under test
 //
 // After the cluster, TestMain sets up the WebApp example operator

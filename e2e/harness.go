@@ -93,6 +93,11 @@ type Options struct {
 	// (E2E_KEEP_ARTIFACTS=1), to read the component and operator logs of a
 	// run that passed, such as a chaos measurement.
 	KeepArtifacts bool
+	// AuditPolicy is the audit policy file the kwok cluster's API server
+	// logs by (hack/cluster.sh CLUSTER_AUDIT_POLICY), empty for none; see
+	// [auditPolicyFromEnv]. The chaos suite's sharding scenarios judge
+	// the replicas from that log (chaos_audit.go).
+	AuditPolicy string
 }
 
 // OptionsFromEnv reads [Options] from the E2E_* variables, TOOLS_BIN and
@@ -120,6 +125,9 @@ func OptionsFromEnv() (Options, error) {
 		KindConfig:       os.Getenv("KIND_CONFIG"),
 		DockerBuildFlags: os.Getenv("DOCKER_BUILD_FLAGS"),
 	}
+	if o.AuditPolicy, err = auditPolicyFromEnv(root); err != nil {
+		return Options{}, err
+	}
 	if v := os.Getenv("E2E_KEEP_ARTIFACTS"); v != "" {
 		keep, err := strconv.ParseBool(v)
 		if err != nil {
@@ -131,6 +139,30 @@ func OptionsFromEnv() (Options, error) {
 		return Options{}, err
 	}
 	return o, nil
+}
+
+// chaosAuditPolicy is the chaos suite's audit policy, under the repository
+// root.
+const chaosAuditPolicy = "e2e/testdata/chaos-audit-policy.yaml"
+
+// auditPolicyFromEnv picks the kwok cluster's audit policy: E2E_AUDIT=1
+// the chaos suite's, E2E_AUDIT=0 none; unset, the chaos suite's for its
+// long form (E2E_CHAOS=long, `make chaos`) and none otherwise, so that
+// `make test-e2e` (the short form among everything else) pays nothing for
+// a log only the sharding scenarios read; they say when they could not.
+func auditPolicyFromEnv(root string) (string, error) {
+	on := chaosLong()
+	if v := os.Getenv("E2E_AUDIT"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return "", fmt.Errorf("E2E_AUDIT=%q: want 1 or 0: %w", v, err)
+		}
+		on = b
+	}
+	if !on {
+		return "", nil
+	}
+	return filepath.Join(root, filepath.FromSlash(chaosAuditPolicy)), nil
 }
 
 // complete fills defaults and validates o.
@@ -196,8 +228,9 @@ func NewHarness(opts Options) (*Harness, error) {
 	h := &Harness{opts: opts}
 	switch opts.Provider {
 	case ProviderKwok:
-		h.cluster = newLocalCluster(filepath.Join(opts.RepoRoot, "hack", "cluster.sh"), opts.ToolsBin).
-			WithName(opts.ClusterName)
+		lc := newLocalCluster(filepath.Join(opts.RepoRoot, "hack", "cluster.sh"), opts.ToolsBin)
+		lc.auditPolicy = opts.AuditPolicy
+		h.cluster = lc.WithName(opts.ClusterName)
 	case ProviderKind:
 		if opts.KindBinary == "" {
 			// hack/kind.sh: the node image built offline, on the private
@@ -297,6 +330,16 @@ func (h *Harness) Kubeconfig() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.kubeconfig
+}
+
+// AuditLog returns the path of the API server's audit log, or "" when the
+// cluster keeps none (no [Options.AuditPolicy], or a provider other than
+// kwok).
+func (h *Harness) AuditLog() string {
+	if lc, ok := h.cluster.(*localCluster); ok {
+		return lc.auditLog
+	}
+	return ""
 }
 
 // ArtifactsDir returns where logs and dumps go after a failure.

@@ -50,6 +50,35 @@ func TestOptionsComplete(t *testing.T) {
 	}
 }
 
+// TestAuditPolicyFromEnv: the kwok cluster keeps an audit log for the
+// chaos suite's long form or when E2E_AUDIT asks, and only then.
+func TestAuditPolicyFromEnv(t *testing.T) {
+	policy := filepath.Join("/repo", "e2e", "testdata", "chaos-audit-policy.yaml")
+	for _, tt := range []struct {
+		chaos, audit, want, wantErr string
+	}{
+		{want: ""},
+		{chaos: "long", want: policy},
+		{chaos: "long", audit: "0", want: ""},
+		{audit: "1", want: policy},
+		{audit: "yes", wantErr: `E2E_AUDIT="yes"`},
+	} {
+		t.Run(tt.chaos+"/"+tt.audit, func(t *testing.T) {
+			t.Setenv("E2E_CHAOS", tt.chaos)
+			t.Setenv("E2E_AUDIT", tt.audit)
+			got, err := auditPolicyFromEnv("/repo")
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	_, err := os.Stat(filepath.Join("..", chaosAuditPolicy))
+	assert.NoError(t, err, "the policy is where auditPolicyFromEnv points")
+}
+
 func TestRequireLoopback(t *testing.T) {
 	tests := []struct {
 		server string

@@ -32,6 +32,10 @@ type localCluster struct {
 	name       string
 	kubeconfig string
 	rc         *rest.Config
+	// auditPolicy, when set, is the API server's audit policy
+	// (CLUSTER_AUDIT_POLICY); Create sets auditLog to the log's path.
+	auditPolicy string
+	auditLog    string
 }
 
 var _ support.E2EClusterProvider = (*localCluster)(nil)
@@ -72,6 +76,9 @@ func (c *localCluster) run(ctx context.Context, args ...string) (string, error) 
 		// API server that filters lists and watches by shard.
 		cmd.Env = append(cmd.Env, "CLUSTER_FEATURE_GATES=ShardedListAndWatch=true")
 	}
+	if c.auditPolicy != "" {
+		cmd.Env = append(cmd.Env, "CLUSTER_AUDIT_POLICY="+c.auditPolicy)
+	}
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return stdout.String(), fmt.Errorf("hack/cluster.sh %v (CLUSTER_NAME=%s): %w", args, c.name, err)
@@ -101,6 +108,15 @@ func (c *localCluster) Create(ctx context.Context, args ...string) (string, erro
 		return "", fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	c.kubeconfig, c.rc = kubeconfig, rc
+	if c.auditPolicy != "" {
+		out, err := c.run(ctx, "audit-log")
+		if err != nil {
+			return "", err
+		}
+		if c.auditLog, err = lastLine(out); err != nil {
+			return "", fmt.Errorf("hack/cluster.sh audit-log printed no path: %w", err)
+		}
+	}
 	return kubeconfig, nil
 }
 

@@ -12,6 +12,8 @@
 #   hack/cluster.sh down        delete the cluster and every process it started
 #   hack/cluster.sh kubeconfig  print the kubeconfig path of the running cluster
 #   hack/cluster.sh logs DIR    export the component logs into DIR/<cluster name>
+#   hack/cluster.sh audit-log   print the path of the apiserver's audit log (a
+#                               cluster created with CLUSTER_AUDIT_POLICY only)
 #
 # Everything kwokctl writes stays under the checkout: its work dir is
 # $CLUSTER_DIR/kwok and the kubeconfig is a file of its own, so ~/.kube/config
@@ -33,6 +35,11 @@
 #                         ShardedListAndWatch=true (make demo DEMO_SHARDS=3)
 #   CLUSTER_SIMULATED_ROLLOUTS  1: no rollout controllers, kwok reports each
 #                         Deployment rolled out (make bench-scale; see below)
+#   CLUSTER_AUDIT_POLICY  an audit policy file: kube-apiserver writes the audit
+#                         log it asks for (kwokctl --kube-audit-policy) to
+#                         $CLUSTER_DIR/kwok/clusters/$CLUSTER_NAME/logs/audit.log,
+#                         one file that is never rotated (`audit-log` prints the
+#                         path; `logs` exports it too). Default: no audit log.
 #
 # With KWOK_METRICS_SERVER=1, kwokctl runs metrics-server as one more local
 # process and kwok serves each node's resource metrics on its own loopback
@@ -158,6 +165,10 @@ start_cluster() {
 		if [[ "${CLUSTER_FEATURE_GATES:-}" != "$have" ]]; then
 			die "cluster $name is running with feature gates '$have', not CLUSTER_FEATURE_GATES='${CLUSTER_FEATURE_GATES:-}'; stop it first: $0 down"
 		fi
+		have=$(cat "$workdir/audit-policy" 2>/dev/null || true)
+		if [[ "${audit_policy:-}" != "$have" ]]; then
+			die "cluster $name is running with audit policy '$have', not CLUSTER_AUDIT_POLICY='${CLUSTER_AUDIT_POLICY:-}'; stop it first: $0 down"
+		fi
 		say "cluster $name is already running"
 	else
 		# Options that have no command-line flag. bindAddress keeps etcd, the
@@ -165,11 +176,19 @@ start_cluster() {
 		# The Service IP range is a /16: kube-apiserver's default /24 runs out
 		# after some 250 Services (make bench creates one per WebApp).
 		local config=$cluster_dir/$name.kwokctl.yaml
-		local ms_options="" ms_patches="" kcm_hpa="" kcm_controllers="" stages="" gates=""
+		local ms_options="" ms_patches="" kcm_hpa="" kcm_controllers="" stages="" gates="" audit=""
 		if [[ -n "${CLUSTER_FEATURE_GATES:-}" ]]; then
 			gates="
   - key: feature-gates
     value: '$CLUSTER_FEATURE_GATES'"
+		fi
+		if [[ -n "$audit_policy" ]]; then
+			# kube-apiserver rotates its audit log at 100 MB by default
+			# (into audit-<time>.log beside it); 0 keeps one file, so a
+			# reader of the path `audit-log` prints sees every event.
+			audit="
+  - key: audit-log-maxsize
+    value: '0'"
 		fi
 		if simulated_rollouts; then
 			kcm_controllers="
@@ -224,7 +243,7 @@ $(cat "$repo/hack/stages/deployment-rolled-out.yaml")"
 			- name: kube-apiserver
 			  extraArgs:
 			  - key: service-cluster-ip-range
-			    value: 10.0.0.0/16$gates
+			    value: 10.0.0.0/16$gates$audit
 			- name: kube-controller-manager
 			  extraArgs:
 			  - key: kube-api-qps
@@ -255,6 +274,12 @@ $(cat "$repo/hack/stages/deployment-rolled-out.yaml")"
 		if [[ -n "${KUBE_APISERVER_PORT:-}" ]]; then
 			args+=(--kube-apiserver-port "$KUBE_APISERVER_PORT")
 		fi
+		if [[ -n "$audit_policy" ]]; then
+			# kwokctl copies the policy into the work dir (audit.yaml) and
+			# starts kube-apiserver with --audit-policy-file on that copy
+			# and --audit-log-path=$workdir/logs/audit.log.
+			args+=(--kube-audit-policy "$audit_policy")
+		fi
 		say "starting cluster $name (work dir $workdir)"
 		if ! kwokctl "${args[@]}"; then
 			die "kwokctl create cluster failed; component logs are in $workdir/logs; clean up with: $0 down"
@@ -264,6 +289,9 @@ $(cat "$repo/hack/stages/deployment-rolled-out.yaml")"
 		fi
 		if [[ -n "${CLUSTER_FEATURE_GATES:-}" ]]; then
 			printf '%s' "$CLUSTER_FEATURE_GATES" >"$workdir/feature-gates"
+		fi
+		if [[ -n "$audit_policy" ]]; then
+			printf '%s' "$audit_policy" >"$workdir/audit-policy"
 		fi
 	fi
 
@@ -328,8 +356,18 @@ wait_node_ready() {
 	return 1
 }
 
+# audit_policy is CLUSTER_AUDIT_POLICY as an absolute path (kwokctl reads
+# it from its own working directory), or empty.
+audit_policy=
+resolve_audit_policy() {
+	[[ -n "${CLUSTER_AUDIT_POLICY:-}" ]] || return 0
+	[[ -r "$CLUSTER_AUDIT_POLICY" ]] || die "CLUSTER_AUDIT_POLICY=$CLUSTER_AUDIT_POLICY is not a readable file"
+	audit_policy=$(cd "$(dirname "$CLUSTER_AUDIT_POLICY")" && pwd)/$(basename "$CLUSTER_AUDIT_POLICY")
+}
+
 cmd_up() {
 	resolve_tools || exit 1
+	resolve_audit_policy
 	mkdir -p "$cluster_dir"
 	local start=$SECONDS
 
@@ -450,6 +488,12 @@ cmd_kubeconfig() {
 	echo "$kubeconfig"
 }
 
+cmd_audit_log() {
+	exists || die "cluster $name is not running; start it with: $0 up"
+	[[ -f "$workdir/audit-policy" ]] || die "cluster $name runs without an audit log (create it with CLUSTER_AUDIT_POLICY)"
+	echo "$workdir/logs/audit.log"
+}
+
 cmd_logs() {
 	local dest=${1:-}
 	[[ -n "$dest" ]] || usage
@@ -465,5 +509,6 @@ up) cmd_up ;;
 down) cmd_down ;;
 kubeconfig) cmd_kubeconfig ;;
 logs) cmd_logs "${2:-}" ;;
+audit-log) cmd_audit_log ;;
 *) usage ;;
 esac

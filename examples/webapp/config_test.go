@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
@@ -106,6 +107,15 @@ func TestShardedConfig(t *testing.T) {
 	require.NotNil(t, podName, "POD_NAME is set")
 	require.NotNil(t, podName.ValueFrom)
 	assert.Equal(t, "metadata.name", podName.ValueFrom.FieldRef.FieldPath)
+}
+
+// TestShardUserAgent: a sharded replica's requests carry its identity after
+// client-go's default user agent, which the chaos suite's audit check
+// (e2e/chaos_audit.go) reads back.
+func TestShardUserAgent(t *testing.T) {
+	ua := shardUserAgent("webapp-operator-7d9f-x2")
+	assert.True(t, strings.HasPrefix(ua, rest.DefaultKubernetesUserAgent()+" "), ua)
+	assert.True(t, strings.HasSuffix(ua, " shard/webapp-operator-7d9f-x2"), ua)
 }
 
 // TestShardingRBAC: the overlays that run --sharding (config/sharded, and
