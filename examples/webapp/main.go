@@ -169,11 +169,11 @@ func run() error {
 	// only the WebApps of this replica's ranges and what they own. The
 	// Member exists before the manager, whose cache it selects, and reads
 	// and writes its Lease with a client of its own: uncached, as it must.
-	// Sharded, every request names the replica in its user agent
-	// (shardUserAgent), for the API server's audit log.
 	cacheOpts := controller.CacheOptions(f.namespace)
 	var member *sharding.Member
 	if f.sharding {
+		// Every request names the replica (shardUserAgent), for the API
+		// server's audit log.
 		cfg.UserAgent = shardUserAgent(f.shardIdentity)
 		leases, err := client.New(cfg, client.Options{Scheme: scheme})
 		if err != nil {
