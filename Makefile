@@ -97,7 +97,7 @@ manifests: tools ## Generate CRDs, RBAC and webhook manifests from markers (cont
 
 .PHONY: verify-modules
 verify-modules: ## Fail when two modules build one dependency at different versions (each would compile it apart).
-	@bash hack/modversions.sh $(MODULES) $(E2E_MODULE)
+	@bash hack/modversions.sh $(MODULES) $(E2E_MODULE) hack/tools
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files differ from what is committed.
@@ -158,30 +158,44 @@ test-e2e: tools ## End-to-end tests on a local kwok cluster (E2E_PROVIDER=kwok|k
 
 # The guide's chapters continue the quickstart's project and cluster: one walk.
 GUIDE_PAGES := docs/quickstart.md $(sort $(wildcard docs/guide/*.md))
-.PHONY: test-docs
-test-docs: tools ## Follow docs/quickstart.md, then docs/guide/, and docs/adopting-kubebuilder.md as a reader: run their commands, write their files, until a Cache is Ready and the kubebuilder scaffold's make test passes.
+.PHONY: test-docs test-docs-guide test-docs-kubebuilder
+test-docs: test-docs-guide test-docs-kubebuilder ## Follow docs/quickstart.md, then docs/guide/, and docs/adopting-kubebuilder.md as a reader: run their commands, write their files, until a Cache is Ready and the kubebuilder scaffold's make test passes.
+
+test-docs-guide: tools ## The quickstart and the guide's chapters, walked as a reader (its operator binds 127.0.0.1:9443).
 	bash hack/docwalk.sh $(GUIDE_PAGES)
+
+test-docs-kubebuilder: tools ## docs/adopting-kubebuilder.md, walked as a reader (its scaffold runs without webhooks: no fixed port).
 	bash hack/docwalk.sh docs/adopting-kubebuilder.md
 
-# make test runs every test in two phases, each two chains at once (make -j2),
-# every line of output prefixed with its chain and the time:
-#   1. test-checks (generated files, vet, lint, integration: no cluster)
-#      beside kind-build (the engine, kind, the node image, then what only
-#      phase 2 needs: metrics-server and kubebuilder, built while the other
-#      chain runs its checks instead of before them: TOOLS_DEFER). The unit
-#      tests are not run apart: test-integration runs every test, the -short
-#      ones included. The unit tests stay out of vet's way: run beside it
-#      (tried at f50cdad), both compiled the same dependencies at once (vet
-#      took 20 minutes cold instead of 12) and the phase ended no sooner;
-#   2. test-clusters (the e2e suite on kwok, the docs walks, the README's
-#      make demo commands: each binds 127.0.0.1:9443, so one after another)
-#      beside test-node (the kind suite, then the README's kind commands).
-# On two cores one chain fills the other's waits. make test-local is make test
-# without kind (no engine, no node image), one target after another.
-.PHONY: test
+# make test runs every test in two chains at once (make -j2), every line of
+# output prefixed with its chain and the time, with nothing in common but the
+# toolchain (hack/tools.sh builds it once under a lock, the other chain waits):
+#   test-chain-local: the checks that need no cluster (generated files, one
+#      version of each dependency, vet, lint, every unit and integration test;
+#      test-integration runs the -short ones too, so test-unit is not run
+#      apart), then the clusters on this host: the e2e suite on kwok, the
+#      guide's walk, the README's make demo commands. Each of those binds
+#      127.0.0.1:9443, so one after another. The checks defer metrics-server
+#      (TOOLS_DEFER): only the e2e suite runs it, and the other chain builds it.
+#   test-chain-node: the engine, the node image, metrics-server and kubebuilder
+#      (kind-build), the kind suite and the README's kind commands (test-node),
+#      then the kubebuilder walk (no fixed port).
+# Until 2026-12-08 the two were phases (checks beside kind-build, then the kwok
+# clusters beside test-node): the node chain then waited about 15 minutes for
+# the checks, and the kwok chain 8 for the kind suite. The unit tests stay out
+# of vet's way: run beside it (tried at f50cdad), both compiled the same
+# dependencies at once (vet took 20 minutes cold instead of 12). make
+# test-local is make test without kind (no engine, no node image), one target
+# after another.
+.PHONY: test test-chain-local test-chain-node
 test: ## Everything CI runs: generated files, vet, lint, unit, integration, e2e on kwok and on kind, the README's commands, the docs walks.
-	@TOOLS_DEFER=metrics-server $(MAKE) --no-print-directory -j2 test-checks.chain kind-build.chain
-	@$(MAKE) --no-print-directory -j2 test-clusters.chain test-node.chain
+	@$(MAKE) --no-print-directory -j2 test-chain-local.chain test-chain-node.chain
+
+test-chain-local:
+	@TOOLS_DEFER=metrics-server $(MAKE) --no-print-directory test-checks
+	@$(MAKE) --no-print-directory test-e2e test-docs-guide test-readme-demo
+
+test-chain-node: kind-build test-node test-docs-kubebuilder
 
 .PHONY: test-checks
 test-checks: verify-generated verify-modules vet lint test-integration ## Generated files, one version of each dependency, vet, lint, every unit and integration test (no cluster).
@@ -315,14 +329,13 @@ kind-deploy: kind-load ## kind-load, then `make deploy` to the kind cluster.
 # Everything the kind suite needs built, before its clock starts: the engine
 # (which needs nothing else, so it builds while hack/tools.sh may still run
 # for the other chain), then the toolchain (kind and the node's binaries are
-# among its tools) and the node image; then the tools only make test's second
-# phase runs (metrics-server, if make test deferred it; kubebuilder, for the
-# docs walk), so that they build beside the checks rather than on either
-# phase's longest chain.
+# among its tools) and the node image; then metrics-server (for the e2e suite
+# on kwok, which make test runs on the other chain) and kubebuilder (for the
+# kubebuilder walk).
 .PHONY: kind-build
-kind-build: ## Build the engine, the toolchain (kind and the node's binaries included), the node image, then kubebuilder (cold ~30 min beside make tools, then seconds).
+kind-build: ## Build the engine, the toolchain (kind and the node's binaries included), the node image, then metrics-server and kubebuilder (cold ~30 min beside make tools, then seconds).
 	@bash hack/engine.sh build >/dev/null
-	@bash hack/tools.sh >/dev/null
+	@TOOLS_DEFER=metrics-server bash hack/tools.sh >/dev/null
 	@bash hack/kind.sh image >/dev/null
 	@TOOLS_DEFER= bash hack/tools.sh >/dev/null
 	@bash hack/kubebuildertool/build.sh >/dev/null

@@ -9,8 +9,12 @@
 # was client-go, controller-runtime and their dependencies a second time for
 # packaging alone. Only the modules whose packages a module's build and
 # tests use are compared (go list -deps -test, with the e2e tag), not its
-# whole module graph. Fix a report with `go get MODULE@VERSION` (the higher
-# one) in the modules on the lower one, then `go mod tidy` in each.
+# whole module graph. A module with a `tool` block (hack/tools, the
+# toolchain hack/tools.sh builds) is compared by its tools' packages: the
+# toolchain compiles k8s.io/api, client-go, helm, ... before vet, and vet and
+# the tests reuse them only at the same versions. Fix a report with `go get
+# MODULE@VERSION` (the toolchain's, or the higher one) in the modules on the
+# other one, then `go mod tidy` in each.
 #
 # Usage: hack/modversions.sh DIR...
 set -euo pipefail
@@ -18,8 +22,20 @@ set -euo pipefail
 export GOWORK=off
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
+# Accepted differences, each with why it costs little:
+# sigs.k8s.io/controller-runtime: the library pins its own release; the
+# toolchain's helm builds 7 of its packages at the version kwok requires.
+allow=" sigs.k8s.io/controller-runtime "
 for dir in "$@"; do
-	(cd "$dir" && go list -tags e2e -deps -test -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' ./...) |
+	if grep -q '^tool' "$dir/go.mod"; then
+		patterns=(tool ./...)
+	else
+		patterns=(-test ./...)
+	fi
+	# A module replaced by another version of itself (hack/tools pins the
+	# Kubernetes staging modules so) builds at the replacement's version.
+	(cd "$dir" && go list -tags e2e -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}} {{with .Replace}}{{.Version}}{{end}}{{end}}{{end}}' "${patterns[@]}") |
+		awk -v allow="$allow" 'NF && index(allow, " " $1 " ") == 0 { print $1, (NF == 3 ? $3 : $2) }' |
 		sort -u | sed "s|\$| $dir|" >>"$list"
 done
 # path version dir -> one line per path with more than one version.
