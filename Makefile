@@ -336,7 +336,7 @@ kind-deploy: kind-load ## kind-load, then `make deploy` to the kind cluster.
 kind-build: ## Build the engine, the toolchain (kind and the node's binaries included), the node image, then metrics-server and kubebuilder (cold ~30 min beside make tools, then seconds).
 	@bash hack/engine.sh build >/dev/null
 	@TOOLS_DEFER=metrics-server bash hack/tools.sh >/dev/null
-	@bash hack/kind.sh image >/dev/null
+	@TOOLS_DEFER=metrics-server bash hack/kind.sh image >/dev/null
 	@TOOLS_DEFER= bash hack/tools.sh >/dev/null
 	@bash hack/kubebuildertool/build.sh >/dev/null
 

@@ -80,12 +80,12 @@ func Terminal(reason string, err error) Outcome {
 	return Outcome{kind: kindTerminal, reason: reason, err: nonNil(err, "Terminal")}
 }
 
-// Error stops the pass with a transient error (a conflict, a timeout, an
+// Retry stops the pass with a transient error (a conflict, a timeout, an
 // unreachable dependency). The step's condition becomes False with reason
 // ReconcileError, Reconciling becomes True, and controller-runtime retries
 // with exponential backoff.
 func Retry(err error) Outcome {
-	return Outcome{kind: kindError, reason: ReasonError, err: nonNil(err, "Error")}
+	return Outcome{kind: kindError, reason: ReasonError, err: nonNil(err, "Retry")}
 }
 
 // nonNil returns err, or, for a step that passed a nil error to an outcome
