@@ -93,3 +93,32 @@ func (a *Applier) ShortcutForTest(ctx context.Context, owner client.Object, desi
 	_, _, same, err := a.judgedBefore(ctx, owner, desired, fingerprintOf(encoded, owner, o))
 	return same, err
 }
+
+// CreateOnlyResourceVersion is the resourceVersion precondition of Apply's
+// create-only apply, for tests that check which apply they saw.
+const CreateOnlyResourceVersion = createOnly
+
+// ConfigFor returns, as a copy, the configuration Apply sends for desired
+// on behalf of owner with opts: desired's fields, the namespace defaulted,
+// the controller reference (unless NotOwned), the owner label, the ignored
+// fields removed and ConfigHashAnnotation set; without a precondition. It
+// is what a reference implementation applies in the differential test
+// (createonly_diff_test.go).
+func (a *Applier) ConfigFor(ctx context.Context, owner client.Object, desired runtime.ApplyConfiguration, opts ...ApplyOption) (map[string]any, error) {
+	if err := a.validate(); err != nil {
+		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	encoded, err := encode(desired)
+	if err != nil {
+		return nil, err
+	}
+	d, err := a.buildDesired(ctx, owner, desired, encoded, o)
+	if err != nil {
+		return nil, err
+	}
+	return runtime.DeepCopyJSON(d.config), nil
+}
