@@ -406,9 +406,11 @@ func (w *selectedWatch) switchClaims() bool {
 }
 
 // lastState returns the informer's copy of the object under key, or, when
-// the informer has not stored it yet, one with its namespace, name and
-// range label only (Member.RangeOf then finds the range given up), with
-// resourceVersion w.rv.
+// the informer has not stored it yet, a stand-in with its namespace, name
+// and the range label of the range given up (which places an owned
+// object; a reconciled object is placed by its UID, which the stand-in
+// lacks, and it carries no finalizer, so nothing waits on its deletion),
+// with resourceVersion w.rv.
 func (w *selectedWatch) lastState(key string, rng int) runtime.Object {
 	var obj runtime.Object
 	if w.lw.store != nil {
