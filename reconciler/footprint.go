@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/reconcilekit/reconcilekit/internal/fastpath"
 )
 
 // unboundedCacheInformers is CacheOptions' guard's metric, in
@@ -78,7 +80,9 @@ func CacheOptions(opts cache.Options, guarded ...client.Object) cache.Options {
 	if opts.NewInformer == nil {
 		opts.NewInformer = NewInformer
 	}
-	opts.NewInformer = interning(opts.NewInformer)
+	if !fastpath.Off(fastpath.Intern) { // switched off for the bench alone
+		opts.NewInformer = interning(opts.NewInformer)
+	}
 	kinds := guarded
 	if len(kinds) == 0 {
 		kinds = []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}

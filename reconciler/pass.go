@@ -138,7 +138,7 @@ func (p *pass[T]) writeStatus(ctx context.Context, c client.Client, reader clien
 		if !statusChanged(base, p.obj) {
 			return base, nil
 		}
-		err := c.Status().Patch(ctx, p.obj, statusPatch{base: base})
+		err := c.Status().Patch(ctx, p.obj, statusPatchFrom(base))
 		if err == nil {
 			written.Inc()
 		}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/internal/fastpath"
 	"github.com/reconcilekit/reconcilekit/ownership"
 )
 
@@ -64,6 +65,9 @@ var _ reconcile.Reconciler = &Reconciler[Object]{}
 // New builds a Reconciler from opts, taking whatever opts leaves empty from
 // mgr (which may be nil when opts sets Client, APIReader and Scheme).
 func New[T Object](mgr manager.Manager, opts Options[T]) (*Reconciler[T], error) {
+	if err := fastpath.Err(); err != nil {
+		return nil, fmt.Errorf("reconciler: %w", err)
+	}
 	var probe func(context.Context) error
 	if mgr != nil {
 		var err error

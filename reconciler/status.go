@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/reconcilekit/reconcilekit/conditions"
+	"github.com/reconcilekit/reconcilekit/internal/fastpath"
 )
 
 // maxStatusAttempts bounds the conflict retries of one status write; after
@@ -195,6 +196,16 @@ func copyOutsideStatus(from, to client.Object) {
 // null. TestStatusPatchMatchesMergeFrom checks it against MergeFrom on
 // every kind of client-go's scheme that has a status.
 type statusPatch struct{ base client.Object }
+
+// statusPatchFrom is the status write's patch from base: statusPatch, or
+// with that fast path switched off (fastpath.StatusPatch, for the bench)
+// the upstream one it stands for, MergeFrom's with the optimistic lock.
+func statusPatchFrom(base client.Object) client.Patch {
+	if fastpath.Off(fastpath.StatusPatch) {
+		return client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	}
+	return statusPatch{base: base}
+}
 
 func (p statusPatch) Type() types.PatchType { return types.MergePatchType }
 
