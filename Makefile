@@ -218,10 +218,11 @@ test-local: test-checks test-clusters ## make test without kind: generated files
 ##@ Benchmarks
 
 BENCH_N ?= 100
-# BENCH_ARGS: more flags of bench/cmd/bench (-profile-dir=DIR, -reconcilers=N, -unrelated=N; -h lists them).
+# BENCH_ARGS: more flags of bench/cmd/bench (-repeat=K rounds, 3 by default; -fastpaths=statuspatch,verdicts,intern,createonly
+# or all, to measure what each fast path saves; -profile-dir=DIR, -reconcilers=N, -unrelated=N; -h lists them).
 BENCH_ARGS ?=
 .PHONY: bench
-bench: tools ## Requests, CPU, latency and memory vs an idiomatic controller-runtime peer and the tutorial baseline; writes docs/performance.md and its figures (BENCH_N=100).
+bench: tools ## Requests, CPU, latency and memory vs an idiomatic controller-runtime peer and the tutorial baseline, 3 interleaved rounds (medians, ranges); writes docs/performance.md and its figures (BENCH_N=100).
 	cd bench && go run ./cmd/bench -n $(BENCH_N) $(BENCH_ARGS)
 
 # The scale run, not part of make test: reconcilekit converges

@@ -75,7 +75,7 @@ func repoRoot() string {
 func TestHarnessSmoke(t *testing.T) {
 	testenv.Require(t)
 	const n = 3
-	res := runSmoke(t, bench.Run, bench.Config{N: n, Unrelated: 10})
+	res := runSmoke(t, bench.Run, bench.Config{N: n, Unrelated: 10, FastPathsOff: []string{"createonly"}})
 
 	// The raw client created exactly one Deployment and one Service per app.
 	assert.Equal(t, map[string]int{"create": 2 * n}, mutatingByVerb(res.Raw.Client))
@@ -136,10 +136,21 @@ func TestHarnessSmoke(t *testing.T) {
 	assert.Equal(t, n, mutatingByKey(res.Idiomatic.Delete.Client)["patch configmaps"])
 	assert.Equal(t, n, mutatingByKey(res.Idiomatic.Delete.Client)["patch webapps.apps.example.com"])
 
+	// The operator with the create-only apply switched off
+	// (RECONCILEKIT_FASTPATHS_OFF=createonly) reads the API server before
+	// each create, as the one shipped does not.
+	getDeployment := bench.Key{Verb: "get", Group: "apps", Resource: "deployments"}
+	off, ok := res.Off["createonly"]
+	require.True(t, ok, "the createonly-off operator ran")
+	assert.Equal(t, "reconcilekit-createonly-off", off.Name)
+	assert.GreaterOrEqual(t, off.Converge.Client[getDeployment].N, n, "createonly off: a read before each create")
+	assert.Less(t, res.Ours.Converge.Client[getDeployment].N, off.Converge.Client[getDeployment].N, "createonly on: no read before a create")
+	assert.Zero(t, off.MemoryUnrelated.RSS, "no unrelated objects for a fast path's run")
+
 	report := &bench.Report{Command: "test", Machine: bench.DescribeMachine("test", "envtest"), Result: res}
 	md := report.Markdown()
 	for _, section := range []string{"## Goals (issue #30)", "## 1. Requests per WebApp, by phase", "## 2. Converging 3 WebApps",
-		"## 3. CPU and reconcile latency", "## 4. Memory", "## 5. Hot paths"} {
+		"## 3. CPU and reconcile latency", "## 4. Memory", "## 5. Hot paths", "## 6. Fast paths"} {
 		assert.Contains(t, md, section)
 	}
 	assert.Contains(t, md, "| no-op resync: mutating | 0.00 | 2.00 | 3.00 | 0.00× | 0.00× |")
@@ -148,7 +159,7 @@ func TestHarnessSmoke(t *testing.T) {
 	assert.Equal(t, "PASS", goals[0].Verdict, "no-op resync goal")
 
 	// A scale run (-peers reconcilekit) renders without the peers' columns.
-	alone := &bench.Report{Command: "test", Machine: report.Machine, Result: &bench.Result{Config: res.Config, Raw: res.Raw, Ours: res.Ours}}
+	alone := &bench.Report{Command: "test", Machine: report.Machine, Result: &bench.Result{Config: res.Config, Raw: res.Raw, Round: bench.Round{Ours: res.Ours}}}
 	md = alone.Markdown()
 	assert.Contains(t, md, "# Performance at N = 3, reconcilekit alone")
 	assert.Contains(t, md, fmt.Sprintf("Route registry once all 3 converged: 3 entries in %d ConfigMaps", res.Ours.Registry.Objects))

@@ -31,6 +31,18 @@
 //     metrics endpoint; CPU from /proc/<pid>/stat of its process
 //     ([ProcessCPU]), less what the bench's own metrics reads cost it.
 //
+// Rounds: each operator runs Config.Repeat times (cmd/bench -repeat,
+// default 3), every round on a fleet of its own, the operators
+// interleaved (every round runs each once, every other round in reverse
+// order); the report gives each figure's median and range, and a verdict
+// only where the range lies clear of the goal's line.
+//
+// Fast paths (cmd/bench -fastpaths): every round also runs the reconcilekit
+// operator once per fast path named, with that one switched off through
+// RECONCILEKIT_FASTPATHS_OFF (internal/fastpath); the report's "Fast paths"
+// section gives each one's lines of code ([FastPaths]), what it saves per
+// phase, and whether it pays ([FastPathLine]).
+//
 // Caveats: the figures are from one machine, shared with whatever else
 // runs on it (the report records the load average); timings on two cores
 // are noisy, request counts are not.

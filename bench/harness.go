@@ -69,6 +69,15 @@ type Config struct {
 	// idiomatic, reconcilekit; the default is reconcilekit, idiomatic,
 	// baseline), to see how much the order matters.
 	BaselineFirst bool
+	// Repeat is how many rounds Run measures (0 or 1: one): each round
+	// runs every operator through every phase once, on a fleet of its own,
+	// the rounds interleaved (see Run).
+	Repeat int
+	// FastPathsOff names fast paths (internal/fastpath: statuspatch,
+	// verdicts, intern, createonly) to measure: every round also runs the
+	// reconcilekit operator once per name, with that fast path switched
+	// off (fastpath.Env), unrelated objects left out.
+	FastPathsOff []string `json:",omitempty"`
 	// IdiomaticRegistryShards is how many ConfigMaps the idiomatic peer's
 	// route registry spreads over (0: one), for the report: Idiomatic
 	// sets it on the command line.
@@ -106,6 +115,11 @@ type Phase struct {
 	// them, at the operator's measured ScrapeCPU each).
 	CPU        time.Duration
 	CPUScrapes int64
+	// HeapAlloc is the bytes the operator process allocated on its heap
+	// over the window (/gc/heap/allocs:bytes), less the bench's metrics
+	// scrapes' (CPUScrapes of them, at the operator's measured
+	// ScrapeAlloc each): what its GC then had to collect.
+	HeapAlloc int64 `json:",omitempty"`
 	// ControlPlaneCPU is the user+sys CPU time of Config.ControlPlane over
 	// the window (0: not measured). The bench's own requests and the
 	// cluster's controllers count too, alike for every operator.
@@ -151,8 +165,10 @@ type ImplResult struct {
 	// until the operator has finalized them all.
 	Update, Delete Phase
 	// ScrapeCPU is the measured CPU cost to the operator of one read of
-	// its metrics endpoint, taken out of every phase's CPU.
-	ScrapeCPU time.Duration
+	// its metrics endpoint, taken out of every phase's CPU, and
+	// ScrapeAlloc what it allocates, taken out of every phase's HeapAlloc.
+	ScrapeCPU   time.Duration
+	ScrapeAlloc int64 `json:",omitempty"`
 	// Memory with N WebApps, and again with Unrelated objects added.
 	Memory, MemoryUnrelated Memory
 	// Registry is the route registry once every WebApp converged.
@@ -214,9 +230,26 @@ func (h *harness) registry(ctx context.Context, ns string) (Registry, error) {
 
 // Result is everything a run measured.
 type Result struct {
-	Config                    Config
-	Raw                       RawResult
+	Config Config
+	Raw    RawResult
+	// Round is the first round, whose fields a report saved before
+	// Config.Repeat existed holds the same way; Repeats are the others.
+	// Rounds returns them all.
+	Round
+	Repeats []Round `json:",omitempty"`
+}
+
+// Round is one round of a run: every operator through every phase once.
+type Round struct {
 	Ours, Idiomatic, Baseline ImplResult
+	// Off is the reconcilekit operator with one fast path switched off,
+	// by the fast path's name (Config.FastPathsOff).
+	Off map[string]ImplResult `json:",omitempty"`
+}
+
+// Rounds returns every round of the run, the first first.
+func (r *Result) Rounds() []Round {
+	return append([]Round{r.Round}, r.Repeats...)
 }
 
 // OperatorResources are the resources either operator writes; server-side
@@ -263,9 +296,10 @@ type harness struct {
 
 // Run runs the benchmarks against the cluster of upstream (admin
 // credentials: it reads the apiserver's /metrics and creates namespaces),
-// which must have the WebApp CRD installed: the raw client first, then the
-// reconcilekit operator and the baseline (see Config.BaselineFirst), each
-// alone on the cluster.
+// which must have the WebApp CRD installed: the raw client first, then
+// Config.Repeat rounds, in each of which every operator, alone on the
+// cluster, starts and goes through every phase on a fleet of its own (see
+// interleave for their order).
 func Run(ctx context.Context, upstream *rest.Config, cfg Config) (*Result, error) {
 	h, err := newHarness(ctx, upstream, cfg)
 	if err != nil {
@@ -281,37 +315,23 @@ func Run(ctx context.Context, upstream *rest.Config, cfg Config) (*Result, error
 		}
 		cfg.Logf("raw client: all ready after %s", res.Raw.Elapsed.Round(time.Millisecond))
 	}
-	ours := func() (err error) {
-		if res.Ours, err = h.impl(ctx, "reconcilekit", cfg.Ours); err != nil {
-			return fmt.Errorf("reconcilekit operator: %w", err)
+	peers := peersOf(cfg)
+	for round := range cfg.Repeat {
+		rd := Round{}
+		for _, p := range interleave(peers, round) {
+			if cfg.Repeat > 1 {
+				cfg.Logf("round %d of %d: %s", round+1, cfg.Repeat, p.name)
+			}
+			got, err := h.impl(ctx, p, round)
+			if err != nil {
+				return nil, fmt.Errorf("round %d of %d: %s operator: %w", round+1, cfg.Repeat, p.name, err)
+			}
+			rd.put(p, got)
 		}
-		return nil
-	}
-	base := func() (err error) {
-		if cfg.Baseline == nil {
-			return nil
-		}
-		if res.Baseline, err = h.impl(ctx, "baseline", cfg.Baseline); err != nil {
-			return fmt.Errorf("baseline operator: %w", err)
-		}
-		return nil
-	}
-	idiom := func() (err error) {
-		if cfg.Idiomatic == nil {
-			return nil
-		}
-		if res.Idiomatic, err = h.impl(ctx, "idiomatic", cfg.Idiomatic); err != nil {
-			return fmt.Errorf("idiomatic operator: %w", err)
-		}
-		return nil
-	}
-	order := []func() error{ours, idiom, base}
-	if cfg.BaselineFirst {
-		order = []func() error{base, idiom, ours}
-	}
-	for _, phase := range order {
-		if err := phase(); err != nil {
-			return nil, err
+		if round == 0 {
+			res.Round = rd
+		} else {
+			res.Repeats = append(res.Repeats, rd)
 		}
 	}
 	return res, nil
@@ -332,6 +352,7 @@ func newHarness(ctx context.Context, upstream *rest.Config, cfg Config) (*harnes
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Minute
 	}
+	cfg.Repeat = max(cfg.Repeat, 1)
 	h := &harness{cfg: cfg, upstream: upstream, self: NewCounter()}
 	scheme, err := NewScheme()
 	if err != nil {
@@ -562,8 +583,12 @@ func (h *harness) raw(ctx context.Context) (RawResult, error) {
 // UpdatedImage is the image the update phase sets on every WebApp.
 const UpdatedImage = "registry.example.com/web:v2"
 
-func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResult, error) {
-	res := ImplResult{Name: name}
+// impl runs p through every phase in round (from 0): it starts the
+// operator, converges a fleet of its own, resyncs, updates and deletes it,
+// reading the memory in between, and stops the operator.
+func (h *harness) impl(ctx context.Context, p peer, round int) (ImplResult, error) {
+	res := ImplResult{Name: p.name}
+	name := p.label(round)
 	ns := "bench-" + name
 	if err := h.ensureNamespace(ctx, ns); err != nil {
 		return res, err
@@ -573,7 +598,7 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 	var err error
 	res.Startup.Server, err = h.window(ctx, func() error {
 		start := time.Now()
-		if op, err = StartOperator(ctx, name, cmd, h.upstream, h.cfg.WorkDir, h.cfg.ProfileDir != ""); err != nil {
+		if op, err = StartOperator(ctx, name, p.cmd, h.upstream, h.cfg.WorkDir, h.cfg.ProfileDir != "", p.env...); err != nil {
 			return err
 		}
 		_, err := op.WaitQuiet(ctx, 0, h.cfg.QuietFor, h.cfg.Timeout, nil)
@@ -590,7 +615,7 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 	if err := op.CalibrateScrapes(ctx, 100); err != nil {
 		return res, err
 	}
-	res.ScrapeCPU = op.ScrapeCPU
+	res.ScrapeCPU, res.ScrapeAlloc = op.ScrapeCPU, op.ScrapeAlloc
 	if res.MemoryStartup, err = op.Memory(ctx, 0); err != nil {
 		return res, err
 	}
@@ -627,7 +652,7 @@ func (h *harness) impl(ctx context.Context, name string, cmd Command) (ImplResul
 	if res.Memory, err = op.Memory(ctx, h.cfg.GCWait); err != nil {
 		return res, err
 	}
-	if h.cfg.Unrelated > 0 {
+	if h.cfg.Unrelated > 0 && p.unrelated {
 		h.cfg.Logf("%s: creating %d unrelated Deployments, ConfigMaps and Services", name, h.cfg.Unrelated)
 		namespaces, err := h.unrelated(ctx, name)
 		if err != nil {
@@ -741,6 +766,12 @@ func (h *harness) since(ctx context.Context, op *Operator, m mark, p *Phase) err
 		return err
 	}
 	p.Reconciles = int(after.Reconciles - m.stats.Reconciles)
+	if after.HeapAllocs > 0 { // 0: the operator does not export it
+		// The two readings fall inside scrapes: between them lie the
+		// CPUScrapes scrapes of the window and about one more.
+		scrapes := p.CPUScrapes + 1
+		p.HeapAlloc = max(0, int64(after.HeapAllocs-m.stats.HeapAllocs)-scrapes*op.ScrapeAlloc)
+	}
 	lat := after.ReconcileTime.Sub(m.stats.ReconcileTime)
 	if lat.Count() > 0 {
 		p.ReconcileP50 = time.Duration(lat.Quantile(0.5) * float64(time.Second))

@@ -111,6 +111,10 @@ type OperatorStats struct {
 	// heap right after a GC.
 	GCCycles float64
 	HeapLive float64
+	// HeapAllocs is the bytes allocated on the heap so far
+	// (/gc/heap/allocs:bytes): over a window, what the operator's work
+	// allocated, which its GC then had to collect.
+	HeapAllocs float64
 	// RangesOwned is reconcilekit_shard_ranges_owned: the hash ranges a
 	// sharded replica owns (0 unsharded).
 	RangesOwned float64
@@ -232,6 +236,7 @@ func scrapeOperator(ctx context.Context, url string) (OperatorStats, error) {
 		Busy:        value(fams, "workqueue_depth") + value(fams, "controller_runtime_active_workers"),
 		GCCycles:    value(fams, "go_gc_cycles_total_gc_cycles_total"),
 		HeapLive:    value(fams, "go_gc_heap_live_bytes"),
+		HeapAllocs:  value(fams, "go_gc_heap_allocs_bytes_total"),
 		RangesOwned: value(fams, "reconcilekit_shard_ranges_owned"),
 
 		ReconcileTime: histogram(fams, "controller_runtime_reconcile_time_seconds"),

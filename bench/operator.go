@@ -47,17 +47,20 @@ type Operator struct {
 	// scrapes counts the bench's reads of the metrics endpoint, whose own
 	// CPU cost (ScrapeCPU each) is taken out of the phases' CPU figures.
 	scrapes atomic.Int64
-	// ScrapeCPU is the operator's CPU time per metrics scrape, measured by
+	// ScrapeCPU is the operator's CPU time per metrics scrape, and
+	// ScrapeAlloc the bytes it allocates for one, measured by
 	// CalibrateScrapes (0 until then).
-	ScrapeCPU time.Duration
+	ScrapeCPU   time.Duration
+	ScrapeAlloc int64
 }
 
 // StartOperator starts cmd with a kubeconfig that points at a counting
 // proxy to upstream, and waits until its metrics endpoint answers. Its
 // output goes to workDir/<name>.log. With profile set, the command line
 // gets --pprof-bind-address (every operator here serves Go's pprof
-// endpoints with it; see Operator.Profile).
-func StartOperator(ctx context.Context, name string, cmd Command, upstream *rest.Config, workDir string, profile bool) (*Operator, error) {
+// endpoints with it; see Operator.Profile). env ("NAME=value") is added to
+// the process's environment.
+func StartOperator(ctx context.Context, name string, cmd Command, upstream *rest.Config, workDir string, profile bool, env ...string) (*Operator, error) {
 	op := &Operator{Name: name, Counter: NewCounter(), log: filepath.Join(workDir, name+".log")}
 	target, err := url.Parse(upstream.Host)
 	if err != nil || target.Host == "" {
@@ -103,7 +106,7 @@ func StartOperator(ctx context.Context, name string, cmd Command, upstream *rest
 		op.pprofURL = "http://" + pprofAddr + "/debug/pprof/"
 	}
 	op.cmd = exec.Command(argv[0], argv[1:]...)
-	op.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	op.cmd.Env = append(append(os.Environ(), env...), "KUBECONFIG="+kubeconfig)
 	if profile {
 		op.cmd.Env = append(op.cmd.Env, "GODEBUG="+profiledGODEBUG(os.Getenv("GODEBUG")))
 	}
@@ -168,16 +171,22 @@ func (op *Operator) CPUSince(before CPUReading) (CPUReading, error) {
 }
 
 // CalibrateScrapes measures what one metrics scrape costs the idle
-// operator in CPU: n scrapes in a row, the CPU they took divided by n
-// (idle time included, which is what a phase's scrapes come with too).
+// operator: n scrapes in a row (n ≥ 2), the CPU they took divided by n
+// (idle time included, which is what a phase's scrapes come with too),
+// and the bytes allocated between the first and the last, divided by the
+// n-1 scrapes in between (each reading falls inside a scrape).
 func (op *Operator) CalibrateScrapes(ctx context.Context, n int) error {
 	before, err := op.ReadCPU()
 	if err != nil {
 		return err
 	}
-	for range n {
-		if _, err := op.Stats(ctx); err != nil {
+	var first, last OperatorStats
+	for i := range n {
+		if last, err = op.Stats(ctx); err != nil {
 			return err
+		}
+		if i == 0 {
+			first = last
 		}
 	}
 	after, err := op.ReadCPU()
@@ -185,6 +194,7 @@ func (op *Operator) CalibrateScrapes(ctx context.Context, n int) error {
 		return err
 	}
 	op.ScrapeCPU = (after.CPU - before.CPU) / time.Duration(n)
+	op.ScrapeAlloc = int64(last.HeapAllocs-first.HeapAllocs) / int64(max(n-1, 1))
 	return nil
 }
 

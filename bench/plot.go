@@ -76,8 +76,9 @@ func progress(name string, samples []Sample) Series {
 }
 
 // Figures are the plots of a three-peer run: WebApps Ready over time per
-// operator (and the raw client's Deployments), CPU per phase, and heap
-// against N with the points of scale (nil: none).
+// operator in the first round (and the raw client's Deployments), CPU per
+// phase and heap against N, the medians over the rounds, with the points
+// of scale (nil: none).
 func (r *Report) Figures(scale *ScaleReport) []Figure {
 	res := r.Result
 	n := res.Config.N
@@ -88,14 +89,20 @@ func (r *Report) Figures(scale *ScaleReport) []Figure {
 	}
 	cpu := Figure{File: "bench-cpu.svg", Title: "Operator CPU per WebApp, by phase", YLabel: "ms of CPU per WebApp",
 		Bars: &Bars{Groups: []string{"convergence", "no-op resync", "image update", "deletion"}}}
-	for _, p := range r.peers() {
+	for _, rounds := range r.columns() {
+		p := rounds[0]
 		if p.Name == "" {
 			continue
 		}
 		conv.Lines = append(conv.Lines, progress(p.Name, p.Converge.Progress))
-		per := func(ph Phase) float64 { return float64(cpuPer(ph.CPU, n)) / float64(time.Millisecond) }
-		cpu.Bars.Series = append(cpu.Bars.Series, BarSeries{Name: p.Name,
-			Values: []float64{per(p.Converge), per(p.Resync), per(p.Update), per(p.Delete)}})
+		// The median over the rounds.
+		per := func(get func(ImplResult) Phase) float64 {
+			return over(rounds, func(i ImplResult) float64 { return float64(cpuPer(get(i).CPU, n)) }).Median / float64(time.Millisecond)
+		}
+		cpu.Bars.Series = append(cpu.Bars.Series, BarSeries{Name: p.Name, Values: []float64{
+			per(func(i ImplResult) Phase { return i.Converge }), per(func(i ImplResult) Phase { return i.Resync }),
+			per(func(i ImplResult) Phase { return i.Update }), per(func(i ImplResult) Phase { return i.Delete }),
+		}})
 	}
 	return []Figure{conv, cpu, HeapFigure(r, scale)}
 }
@@ -160,9 +167,13 @@ func HeapFigure(bench *Report, scale *ScaleReport) Figure {
 		points[name] = append(points[name], XY{X: float64(n), Y: float64(heap) / (1 << 20)})
 	}
 	if bench != nil {
-		for _, p := range bench.peers() {
-			add(p.Name, 0, p.MemoryStartup.HeapLive)
-			add(p.Name, bench.Result.Config.N, p.Memory.HeapLive)
+		// The median over the rounds.
+		for _, rounds := range bench.columns() {
+			heap := func(f func(ImplResult) int64) int64 {
+				return int64(over(rounds, func(i ImplResult) float64 { return float64(f(i)) }).Median)
+			}
+			add(rounds[0].Name, 0, heap(func(i ImplResult) int64 { return i.MemoryStartup.HeapLive }))
+			add(rounds[0].Name, bench.Result.Config.N, heap(func(i ImplResult) int64 { return i.Memory.HeapLive }))
 		}
 	}
 	if scale != nil {

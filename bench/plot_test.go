@@ -36,11 +36,13 @@ func threePeers(n int) *Report {
 		}
 	}
 	return &Report{Command: "test", Result: &Result{
-		Config:    Config{N: n},
-		Raw:       RawResult{Elapsed: time.Second, Progress: []Sample{{0, 0}, {time.Second, n}}},
-		Ours:      peer("reconcilekit", time.Duration(n)*10*time.Millisecond, 20*mib1),
-		Idiomatic: peer("idiomatic", time.Duration(n)*12*time.Millisecond, 22*mib1),
-		Baseline:  peer("baseline", time.Duration(n)*8*time.Millisecond, 30*mib1),
+		Config: Config{N: n},
+		Raw:    RawResult{Elapsed: time.Second, Progress: []Sample{{0, 0}, {time.Second, n}}},
+		Round: Round{
+			Ours:      peer("reconcilekit", time.Duration(n)*10*time.Millisecond, 20*mib1),
+			Idiomatic: peer("idiomatic", time.Duration(n)*12*time.Millisecond, 22*mib1),
+			Baseline:  peer("baseline", time.Duration(n)*8*time.Millisecond, 30*mib1),
+		},
 	}}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -68,6 +69,10 @@ type Report struct {
 	LoadAfter string
 	Result    *Result
 	Micro     []Micro
+	// FastPaths are the fast paths the run switched off
+	// (Config.FastPathsOff), their lines of code counted at the commit
+	// measured.
+	FastPaths []FastPath `json:",omitempty"`
 }
 
 func ratio(ours, base float64) string {
@@ -82,6 +87,18 @@ func ratio(ours, base float64) string {
 		return fmt.Sprintf("%.2g×", r)
 	}
 	return fmt.Sprintf("%.2f×", r)
+}
+
+// roundsNote says how the figures of a run of repeat rounds were taken.
+func roundsNote(repeat int) string {
+	if repeat <= 1 {
+		return "One round: each figure is one reading, each verdict judged on it, which cannot tell a difference of a\n" +
+			"few percent from noise (bench -repeat).\n\n"
+	}
+	return fmt.Sprintf("Each operator ran %d rounds, interleaved: every round runs each operator once through every phase, on a\n"+
+		"fleet of its own, every other round in the reverse order. Each figure is the median over the rounds, with their\n"+
+		"range (min–max) in parentheses where they differ; ratios are ratios of medians. A verdict is given only where the\n"+
+		"ranges lie clear of its line, else \"within noise\".\n\n", repeat)
 }
 
 // growthRatio is ratio for growth figures, which are noise when not
@@ -154,10 +171,23 @@ func micro(ms []Micro, name string) (Micro, bool) {
 	return Micro{}, false
 }
 
-// peers are the three operators in the order of the report's columns.
+// peers are the three operators in the order of the report's columns, as
+// the first round measured them.
 func (r *Report) peers() []ImplResult {
 	res := r.Result
 	return []ImplResult{res.Ours, res.Idiomatic, res.Baseline}
+}
+
+// columns are the three operators in the order of the report's columns,
+// each with its figures of every round.
+func (r *Report) columns() [3][]ImplResult {
+	var c [3][]ImplResult
+	for _, rd := range r.Result.Rounds() {
+		for i, p := range []ImplResult{rd.Ours, rd.Idiomatic, rd.Baseline} {
+			c[i] = append(c[i], p)
+		}
+	}
+	return c
 }
 
 // ms renders a CPU time in milliseconds.
@@ -177,6 +207,12 @@ func verdict(ok bool) string {
 	return "BEHIND"
 }
 
+// msf renders a duration given in nanoseconds in milliseconds.
+func msf(v float64) string { return fmt.Sprintf("%.2f ms", v/float64(time.Millisecond)) }
+
+// mibf renders bytes in MiB.
+func mibf(v float64) string { return mib(int64(v)) }
+
 // UnrelatedGrowthLimit is the heap growth from the unrelated objects under
 // which the goal "no growth from unrelated objects" passes (issue #30: under
 // 0.5 MiB for 10,000), well under what caching them would cost (a paused
@@ -191,43 +227,59 @@ type Goal struct {
 // Goals judges the run against issue #30's goals (which keep issue #21's
 // on requests and no-op passes, and ask for at most the idiomatic peer's
 // CPU per converged and per updated WebApp where #21 asked for 0.8 times).
+// Each figure is the median over the rounds, with their range; a verdict
+// is given only when the range lies clear of the goal's line (drawn from
+// the idiomatic peer's range, for a goal relative to it), else "within
+// noise".
 func (r *Report) Goals() []Goal {
 	res := r.Result
 	n := res.Config.N
-	o, id := res.Ours, res.Idiomatic
-	have := id.Name != ""
-	judge := func(ok bool) string {
+	cols := r.columns()
+	o, id := cols[0], cols[1]
+	have := res.Idiomatic.Name != ""
+	judge := func(s side) string {
 		if !have {
 			return "n/a (no idiomatic peer)"
 		}
-		return verdict(ok)
+		return goalVerdict(s)
 	}
-	atMost := func(goal string, ours, theirs time.Duration, limit float64) Goal {
-		return Goal{goal, ms(ours), ms(theirs), judge(float64(ours) <= limit*float64(theirs)) + " (" + ratio(float64(ours), float64(theirs)) + ")"}
+	per := func(v float64) string { return fmt.Sprintf("%.2f", v/float64(n)) }
+	// relative judges "ours ≤ limit × the idiomatic peer's" on f.
+	relative := func(goal string, f func(ImplResult) float64, render func(float64) string, limit float64) Goal {
+		ours, theirs := over(o, f), over(id, f)
+		return Goal{goal, ours.cell(render), theirs.cell(render),
+			judge(ours.against(theirs.scaled(limit))) + " (" + ratio(ours.Median, theirs.Median) + ")"}
 	}
+	mutating := func(get func(ImplResult) Phase) func(ImplResult) float64 {
+		return func(i ImplResult) float64 { return float64(get(i).Client.Mutating()) }
+	}
+	cpu := func(get func(ImplResult) Phase, per func(ImplResult) int) func(ImplResult) float64 {
+		return func(i ImplResult) float64 { return float64(cpuPer(get(i).CPU, per(i))) }
+	}
+	webApps := func(ImplResult) int { return n }
 	var g []Goal
+	resync := mutating(func(i ImplResult) Phase { return i.Resync })
+	ours := over(o, resync)
 	g = append(g, Goal{"no-op resync: 0 mutating requests for us (the idiomatic peer makes at least 2 per WebApp)",
-		perObject(o.Resync.Client.Mutating(), n), perObject(id.Resync.Client.Mutating(), n),
-		verdict(o.Resync.Client.Mutating() == 0)})
-	g = append(g, Goal{"converging: mutating requests per WebApp, events included, ≤ the idiomatic peer's",
-		perObject(o.Converge.Client.Mutating(), n), perObject(id.Converge.Client.Mutating(), n),
-		judge(o.Converge.Client.Mutating() <= id.Converge.Client.Mutating())})
-	g = append(g, atMost("CPU per converged WebApp ≤ 1.0× the idiomatic peer's", cpuPer(o.Converge.CPU, n), cpuPer(id.Converge.CPU, n), 1.0))
+		ours.cell(per), over(id, resync).cell(per), goalVerdict(ours.against(point(0)))})
+	g = append(g, relative("converging: mutating requests per WebApp, events included, ≤ the idiomatic peer's",
+		mutating(func(i ImplResult) Phase { return i.Converge }), per, 1.0))
+	g = append(g, relative("CPU per converged WebApp ≤ 1.0× the idiomatic peer's",
+		cpu(func(i ImplResult) Phase { return i.Converge }, webApps), msf, 1.0))
 	if !res.Config.SkipUpdate {
-		g = append(g, atMost("CPU per updated WebApp ≤ 1.0× the idiomatic peer's", cpuPer(o.Update.CPU, n), cpuPer(id.Update.CPU, n), 1.0))
+		g = append(g, relative("CPU per updated WebApp ≤ 1.0× the idiomatic peer's",
+			cpu(func(i ImplResult) Phase { return i.Update }, webApps), msf, 1.0))
 	}
-	g = append(g, atMost("CPU per no-op reconcile ≤ 0.8× the idiomatic peer's",
-		cpuPer(o.Resync.CPU, o.Resync.Reconciles), cpuPer(id.Resync.CPU, id.Resync.Reconciles), 0.8))
-	g = append(g, Goal{fmt.Sprintf("heap after GC with %d WebApps (so per WebApp) ≤ the idiomatic peer's", n),
-		mib(o.Memory.HeapLive), mib(id.Memory.HeapLive),
-		judge(o.Memory.HeapLive <= id.Memory.HeapLive) + " (" + ratio(float64(o.Memory.HeapLive), float64(id.Memory.HeapLive)) + ")"})
+	g = append(g, relative("CPU per no-op reconcile ≤ 0.8× the idiomatic peer's",
+		cpu(func(i ImplResult) Phase { return i.Resync }, func(i ImplResult) int { return i.Resync.Reconciles }), msf, 0.8))
+	g = append(g, relative(fmt.Sprintf("heap after GC with %d WebApps (so per WebApp) ≤ the idiomatic peer's", n),
+		func(i ImplResult) float64 { return float64(i.Memory.HeapLive) }, mibf, 1.0))
 	if u := res.Config.Unrelated; u > 0 {
-		growth := func(i ImplResult) int64 { return i.MemoryUnrelated.HeapLive - i.Memory.HeapLive }
-		per := func(i ImplResult) string {
-			return fmt.Sprintf("%s (%.0f B each)", mib(growth(i)), float64(growth(i))/float64(u))
-		}
+		growth := func(i ImplResult) float64 { return float64(i.MemoryUnrelated.HeapLive - i.Memory.HeapLive) }
+		cell := func(s spread) string { return fmt.Sprintf("%s (%.0f B each)", s.cell(mibf), s.Median/float64(u)) }
+		ours := over(o, growth)
 		g = append(g, Goal{fmt.Sprintf("heap growth from %d unrelated objects under %s", u, mib(UnrelatedGrowthLimit)),
-			per(o), per(id), verdict(growth(o) < UnrelatedGrowthLimit)})
+			cell(ours), cell(over(id, growth)), goalVerdict(ours.against(point(UnrelatedGrowthLimit)))})
 	}
 	return g
 }
@@ -241,21 +293,26 @@ func (r *Report) Markdown() string {
 	t := table{&b}
 	res := r.Result
 	n := res.Config.N
-	o, id, base := res.Ours, res.Idiomatic, res.Baseline
-	peers := r.peers()
+	base := res.Baseline
+	peers, rounds := r.peers(), r.columns()
 	m := r.Machine
-	// row3 renders one figure for the three peers and the two ratios.
-	row3 := func(label string, f func(ImplResult) float64, render func(float64) string) {
-		cells := []string{label}
-		for _, p := range peers {
-			cells = append(cells, render(f(p)))
+	// spreads is f of the three peers over the rounds.
+	spreads := func(f func(ImplResult) float64) [3]spread {
+		var s [3]spread
+		for i, c := range rounds {
+			s[i] = over(c, f)
 		}
-		cells = append(cells, ratio(f(o), f(id)), ratio(f(o), f(base)))
-		t.row(cells...)
+		return s
+	}
+	// row3 renders one figure for the three peers and the two ratios (of
+	// the medians).
+	row3 := func(label string, f func(ImplResult) float64, render func(float64) string) {
+		s := spreads(f)
+		t.row(label, s[0].cell(render), s[1].cell(render), s[2].cell(render),
+			ratio(s[0].Median, s[1].Median), ratio(s[0].Median, s[2].Median))
 	}
 	per := func(v float64) string { return fmt.Sprintf("%.2f", v/float64(n)) }
 	count := func(v float64) string { return fmt.Sprintf("%.0f", v) }
-	msf := func(v float64) string { return fmt.Sprintf("%.2f ms", v/float64(time.Millisecond)) }
 	cols := []string{"", "reconcilekit", "idiomatic", "baseline", "÷ idiomatic", "÷ baseline"}
 
 	b.WriteString("# Performance\n\n")
@@ -274,6 +331,7 @@ func (r *Report) Markdown() string {
 	b.WriteString("  Service → Status().Update on every pass, default cache of every Deployment and Service in the cluster.\n")
 	b.WriteString("  The floor, not a peer.\n\n")
 	b.WriteString("Ratios are reconcilekit ÷ the other (lower is better for reconcilekit).\n\n")
+	b.WriteString(roundsNote(res.Config.Repeat))
 	fmt.Fprintf(&b, "Generated by `%s` on %s.\n\n", r.Command, m.Date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- Machine: %d CPUs (%s), %.1f GiB memory, %s, %s; load average %s at the start, %s at the end\n",
 		m.CPUs, m.CPUModel, float64(m.MemoryBytes)/(1<<30), m.OS, m.GoVersion, m.LoadAvg, r.LoadAfter)
@@ -286,7 +344,8 @@ func (r *Report) Markdown() string {
 		n, reconcilers, res.Config.Unrelated)
 
 	b.WriteString("## Goals (issue #30)\n\n")
-	b.WriteString("Judged on this run; BEHIND means reconcilekit is behind the idiomatic peer on that goal.\n\n")
+	b.WriteString("Judged on this run; BEHIND means reconcilekit is behind the idiomatic peer on that goal; within noise, that\n")
+	b.WriteString("the rounds disagree (the ranges straddle the goal's line).\n\n")
 	t.header("goal", "reconcilekit", "idiomatic", "verdict")
 	for _, g := range r.Goals() {
 		t.row(g.Goal, g.Ours, g.Idiomatic, g.Verdict)
@@ -323,19 +382,28 @@ func (r *Report) Markdown() string {
 	b.WriteString("Services, in parallel: the floor this cluster on this machine sets. The cluster's kube-controller-manager\n")
 	b.WriteString("and kube-scheduler run with raised client QPS (see Cluster above) so that, as far as the machine allows, the\n")
 	b.WriteString("operator and not their 20 and 50 requests/s bounds the throughput.\n")
-	order := "raw client, reconcilekit, idiomatic, baseline"
-	if res.Config.BaselineFirst {
-		order = "raw client, baseline, idiomatic, reconcilekit"
+	var order []string // as peersOf orders them
+	for _, p := range peers {
+		if p.Name != "" {
+			order = append(order, p.Name)
+		}
 	}
-	fmt.Fprintf(&b, "The phases run one after the other on the same cluster: %s.\n\n", order)
+	if res.Config.BaselineFirst {
+		slices.Reverse(order)
+	}
+	for _, off := range res.Config.FastPathsOff {
+		order = append(order, offName(off))
+	}
+	fmt.Fprintf(&b, "The phases run one after the other on the same cluster: the raw client, then %s", strings.Join(order, ", "))
+	if res.Config.Repeat > 1 {
+		b.WriteString(", the order reversed in every other round")
+	}
+	b.WriteString(".\n\n")
 	t.header("", "raw client", "reconcilekit", "idiomatic", "baseline", "÷ idiomatic", "÷ baseline")
 	row4 := func(label, raw string, f func(ImplResult) float64, render func(float64) string) {
-		cells := []string{label, raw}
-		for _, p := range peers {
-			cells = append(cells, render(f(p)))
-		}
-		cells = append(cells, ratio(f(o), f(id)), ratio(f(o), f(base)))
-		t.row(cells...)
+		s := spreads(f)
+		t.row(label, raw, s[0].cell(render), s[1].cell(render), s[2].cell(render),
+			ratio(s[0].Median, s[1].Median), ratio(s[0].Median, s[2].Median))
 	}
 	secs := func(v float64) string { return dur(time.Duration(v * float64(time.Second))) }
 	row4("time to all Ready", dur(res.Raw.Elapsed), func(i ImplResult) float64 { return i.Converge.Elapsed.Seconds() }, secs)
@@ -429,35 +497,42 @@ func (r *Report) Markdown() string {
 	b.WriteString("forces a cycle at least every 2 minutes, so no hook in the operator is needed). RSS: `VmRSS` of the process.\n")
 	b.WriteString("Per WebApp is the figure divided by N, fixed costs (the runtime, the client, the informers) included;\n")
 	b.WriteString("above startup takes out the heap the idle operator held before the first WebApp (read from the last GC\n")
-	b.WriteString("cycle of its startup, not waited for, so a rough figure at small N).\n")
+	b.WriteString("cycle of its startup, not waited for, so a rough figure at small N). Heap allocated: the bytes the process\n")
+	b.WriteString("allocated over each phase (`/gc/heap/allocs:bytes`), less the bench's metrics reads, measured as the CPU\n")
+	b.WriteString("figures are: what its GC had to collect.\n")
 	u := res.Config.Unrelated
 	fmt.Fprintf(&b, "The unrelated objects are %d paused Deployments with 0 replicas, %d ConfigMaps of 1 KiB and %d headless\n", (u+2)/3, (u+1)/3, u/3)
 	b.WriteString("Services in 10 other namespaces, created with a raw client while the operator runs.\n\n")
 	t.header(cols...)
 	gcMissed := false
+	// memRow renders a memory figure (divided by divide, in KiB, unless
+	// 0), marked † where a round's reading missed its GC cycle.
 	memRow := func(label string, f func(ImplResult) (int64, bool), growth bool, divide int) {
+		render := mibf
+		if divide > 0 {
+			render = func(v float64) string { return fmt.Sprintf("%.1f KiB", v/float64(divide)/1024) }
+		}
 		cells := []string{label}
-		for _, p := range peers {
-			v, gc := f(p)
-			cell := mib(v)
-			if divide > 0 {
-				cell = fmt.Sprintf("%.1f KiB", float64(v)/float64(divide)/1024)
-			}
+		var s [3]spread
+		for i, c := range rounds {
+			gc := true
+			s[i] = over(c, func(p ImplResult) float64 {
+				v, observed := f(p)
+				gc = gc && observed
+				return float64(v)
+			})
+			cell := s[i].cell(render)
 			if !gc {
 				cell += " †"
 				gcMissed = true
 			}
 			cells = append(cells, cell)
 		}
-		vo, _ := f(o)
-		vi, _ := f(id)
-		vb, _ := f(base)
+		of := ratio
 		if growth {
-			cells = append(cells, growthRatio(float64(vo), float64(vi)), growthRatio(float64(vo), float64(vb)))
-		} else {
-			cells = append(cells, ratio(float64(vo), float64(vi)), ratio(float64(vo), float64(vb)))
+			of = growthRatio
 		}
-		t.row(cells...)
+		t.row(append(cells, of(s[0].Median, s[1].Median), of(s[0].Median, s[2].Median))...)
 	}
 	memRow(fmt.Sprintf("heap after GC, %d WebApps", n), func(i ImplResult) (int64, bool) { return i.Memory.HeapLive, i.Memory.GCObserved }, false, 0)
 	memRow("heap per WebApp", func(i ImplResult) (int64, bool) { return i.Memory.HeapLive, i.Memory.GCObserved }, false, n)
@@ -472,6 +547,20 @@ func (r *Report) Markdown() string {
 		memRow(fmt.Sprintf("RSS, + %d unrelated", u), func(i ImplResult) (int64, bool) { return i.MemoryUnrelated.RSS, true }, false, 0)
 		memRow("heap growth from the unrelated objects", func(i ImplResult) (int64, bool) { return i.MemoryUnrelated.HeapLive - i.Memory.HeapLive, true }, true, 0)
 		memRow("RSS growth from the unrelated objects", func(i ImplResult) (int64, bool) { return i.MemoryUnrelated.RSS - i.Memory.RSS, true }, true, 0)
+	}
+	if ours := rounds[0]; slices.ContainsFunc(ours, func(i ImplResult) bool { return i.Converge.HeapAlloc > 0 }) {
+		kibPer := func(v float64) string { return fmt.Sprintf("%.1f KiB", v/float64(n)/1024) }
+		for _, ph := range []struct {
+			name string
+			get  func(ImplResult) Phase
+		}{
+			{"converged", func(i ImplResult) Phase { return i.Converge }},
+			{"resynced", func(i ImplResult) Phase { return i.Resync }},
+			{"updated", func(i ImplResult) Phase { return i.Update }},
+			{"deleted", func(i ImplResult) Phase { return i.Delete }},
+		} {
+			row3("heap allocated per "+ph.name+" WebApp", func(i ImplResult) float64 { return float64(ph.get(i).HeapAlloc) }, kibPer)
+		}
 	}
 	if gcMissed {
 		b.WriteString("\n† no GC cycle completed within the wait: the figure is from the last cycle before it.\n")
@@ -512,12 +601,18 @@ func (r *Report) Markdown() string {
 	microRow("status diff (reconciler)", "BenchmarkStatusChangedNoChange", "Status().Update", putLatency("webapps", "status"))
 	b.WriteString("\n")
 
+	b.WriteString(r.fastPathsMarkdown("## 6. Fast paths"))
+
 	b.WriteString("## Details: requests by resource\n\n")
 	b.WriteString("Client: counted on the wire by a proxy in front of each operator (every request that reached the\n")
 	b.WriteString("apiserver, none served from a cache), classified with the apiserver's own RequestInfoFactory.\n")
 	b.WriteString("Apiserver: `apiserver_request_total` over the same window, on the resources an operator writes, less the\n")
 	b.WriteString("bench's own requests; it includes other components' writes to those resources (the scheduler's events, the\n")
-	b.WriteString("controller-manager's), and counts a watch when it ends rather than when it starts.\n\n")
+	b.WriteString("controller-manager's), and counts a watch when it ends rather than when it starts.")
+	if res.Config.Repeat > 1 {
+		b.WriteString(" The first round's.")
+	}
+	b.WriteString("\n\n")
 	for _, impl := range peers {
 		if impl.Name == "" {
 			continue
@@ -578,54 +673,68 @@ func (r *Report) scaleMarkdown() string {
 	fmt.Fprintf(&b, "# Performance at N = %d, reconcilekit alone\n\n", n)
 	fmt.Fprintf(&b, "Generated by `%s` on %s. The peers did not run (a run of all three at this N takes most of a day\n", r.Command, m.Date.Format("2006-01-02 15:04 MST"))
 	b.WriteString("on this machine); the phases and figures are those of the three-peer report.\n\n")
+	b.WriteString(roundsNote(res.Config.Repeat))
 	fmt.Fprintf(&b, "- Machine: %d CPUs (%s), %.1f GiB memory, %s, %s; load average %s at the start, %s at the end\n",
 		m.CPUs, m.CPUModel, float64(m.MemoryBytes)/(1<<30), m.OS, m.GoVersion, m.LoadAvg, r.LoadAfter)
 	fmt.Fprintf(&b, "- Cluster: %s, Kubernetes %s\n", m.Cluster, m.Kubernetes)
 	fmt.Fprintf(&b, "- N = %d WebApps, %d reconciled at once; %d unrelated objects for the second memory figure\n\n", n, reconcilers, res.Config.Unrelated)
 	t.header("", "convergence", "no-op resync", "image update", "deletion")
-	phases := []Phase{o.Converge, o.Resync, o.Update, o.Delete}
-	row := func(label string, f func(Phase) string) {
+	ours := r.columns()[0]
+	phases := []func(ImplResult) Phase{
+		func(i ImplResult) Phase { return i.Converge }, func(i ImplResult) Phase { return i.Resync },
+		func(i ImplResult) Phase { return i.Update }, func(i ImplResult) Phase { return i.Delete },
+	}
+	// row renders f of every phase, the median over the rounds and their
+	// range.
+	row := func(label string, f func(Phase) float64, render func(float64) string) {
 		cells := []string{label}
-		for _, p := range phases {
-			cells = append(cells, f(p))
+		for _, get := range phases {
+			cells = append(cells, over(ours, func(i ImplResult) float64 { return f(get(i)) }).cell(render))
 		}
 		t.row(cells...)
 	}
-	row("elapsed", func(p Phase) string {
+	or := func(none string, render func(float64) string) func(float64) string {
+		return func(v float64) string {
+			if v <= 0 {
+				return none
+			}
+			return render(v)
+		}
+	}
+	perWebApp := func(v float64) string { return fmt.Sprintf("%.2f", v/float64(n)) }
+	row("elapsed", func(p Phase) float64 { return p.Elapsed.Seconds() },
+		or("not run", func(v float64) string { return dur(time.Duration(v * float64(time.Second))) }))
+	row("WebApps per second", func(p Phase) float64 {
 		if p.Elapsed <= 0 {
-			return "not run"
+			return 0
 		}
-		return dur(p.Elapsed)
-	})
-	row("WebApps per second", func(p Phase) string {
-		if p.Elapsed <= 0 {
-			return "—"
-		}
-		return fmt.Sprintf("%.1f", float64(n)/p.Elapsed.Seconds())
-	})
-	row("mutating requests per WebApp", func(p Phase) string { return perObject(p.Client.Mutating(), n) })
-	row("all requests per WebApp", func(p Phase) string { return perObject(p.Client.Total(), n) })
-	row("conflicts (409)", func(p Phase) string { return fmt.Sprint(p.Client.Conflicts()) })
-	row("reconciles per WebApp", func(p Phase) string { return perObject(p.Reconciles, n) })
-	row("operator CPU per WebApp", func(p Phase) string { return ms(cpuPer(p.CPU, n)) })
-	row("apiserver + etcd CPU per WebApp", func(p Phase) string {
-		if p.ControlPlaneCPU == 0 {
-			return "—"
-		}
-		return ms(cpuPer(p.ControlPlaneCPU, n))
-	})
-	row("reconcile p50 / p99", func(p Phase) string {
-		return fmt.Sprintf("%s / %s", ms(p.ReconcileP50), ms(p.ReconcileP99))
-	})
+		return float64(n) / p.Elapsed.Seconds()
+	}, or("—", func(v float64) string { return fmt.Sprintf("%.1f", v) }))
+	row("mutating requests per WebApp", func(p Phase) float64 { return float64(p.Client.Mutating()) }, perWebApp)
+	row("all requests per WebApp", func(p Phase) float64 { return float64(p.Client.Total()) }, perWebApp)
+	row("conflicts (409)", func(p Phase) float64 { return float64(p.Client.Conflicts()) }, func(v float64) string { return fmt.Sprintf("%.0f", v) })
+	row("reconciles per WebApp", func(p Phase) float64 { return float64(p.Reconciles) }, perWebApp)
+	row("operator CPU per WebApp", func(p Phase) float64 { return float64(cpuPer(p.CPU, n)) }, msf)
+	row("apiserver + etcd CPU per WebApp", func(p Phase) float64 { return float64(cpuPer(p.ControlPlaneCPU, n)) }, or("—", msf))
+	row("reconcile p50", func(p Phase) float64 { return float64(p.ReconcileP50) }, msf)
+	row("reconcile p99", func(p Phase) float64 { return float64(p.ReconcileP99) }, msf)
 	b.WriteString("\n")
 	if res.Raw.Elapsed > 0 {
 		fmt.Fprintf(&b, "Raw client (the cluster's floor): %d Deployments and Services ready after %s.\n\n", n, dur(res.Raw.Elapsed))
 	}
+	memory := func(f func(ImplResult) int64, render func(float64) string) string {
+		return over(ours, func(i ImplResult) float64 { return float64(f(i)) }).cell(render)
+	}
+	kibPer := func(v float64) string { return kib(int64(v) / int64(max(n, 1))) }
 	t.header("memory", "heap after GC", "RSS")
-	t.row(fmt.Sprintf("%d WebApps", n), mib(o.Memory.HeapLive), mib(o.Memory.RSS))
-	t.row("per WebApp", kib(o.Memory.HeapLive/int64(max(n, 1))), kib(o.Memory.RSS/int64(max(n, 1))))
+	heap := func(i ImplResult) int64 { return i.Memory.HeapLive }
+	rss := func(i ImplResult) int64 { return i.Memory.RSS }
+	t.row(fmt.Sprintf("%d WebApps", n), memory(heap, mibf), memory(rss, mibf))
+	t.row("per WebApp", memory(heap, kibPer), memory(rss, kibPer))
 	if res.Config.Unrelated > 0 {
-		t.row(fmt.Sprintf("+ %d unrelated objects", res.Config.Unrelated), mib(o.MemoryUnrelated.HeapLive), mib(o.MemoryUnrelated.RSS))
+		t.row(fmt.Sprintf("+ %d unrelated objects", res.Config.Unrelated),
+			memory(func(i ImplResult) int64 { return i.MemoryUnrelated.HeapLive }, mibf),
+			memory(func(i ImplResult) int64 { return i.MemoryUnrelated.RSS }, mibf))
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "Route registry once all %d converged: %d entries in %d ConfigMaps, the largest %s (the object limit is 1 MiB);\n",
@@ -634,6 +743,9 @@ func (r *Report) scaleMarkdown() string {
 		b.WriteString("after the deletion it held none of them.\n")
 	} else {
 		fmt.Fprintf(&b, "after the deletion it still held %d of them: a leak.\n", o.RegistryLeft)
+	}
+	if md := r.fastPathsMarkdown("## Fast paths"); md != "" {
+		b.WriteString("\n" + md)
 	}
 	return b.String()
 }

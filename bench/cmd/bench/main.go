@@ -5,7 +5,13 @@
 // with -scale (bench.RunScale), which writes a section of its own.
 //
 //	cd bench && go run ./cmd/bench -n 100
+//	cd bench && go run ./cmd/bench -n 1000 -repeat 3 -fastpaths all
 //	cd bench && go run ./cmd/bench -scale -n 300
+//
+// -repeat runs every operator that many rounds, interleaved, and reports
+// medians and ranges; -fastpaths adds, per fast path named, a run of the
+// reconcilekit operator with it switched off (RECONCILEKIT_FASTPATHS_OFF)
+// to every round, and a "Fast paths" section to the report.
 //
 // It starts its own cluster with hack/cluster.sh (CLUSTER_NAME=bench,
 // CLUSTER_DIR=.cluster/bench) and always tears it down, unless -use-cluster
@@ -44,6 +50,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/reconcilekit/reconcilekit/bench"
+	"github.com/reconcilekit/reconcilekit/internal/fastpath"
 	"github.com/reconcilekit/reconcilekit/internal/kwoknodes"
 )
 
@@ -72,6 +79,8 @@ type options struct {
 	scale                 bool
 	simulatedRollouts     bool
 	shards                string
+	repeat                int
+	fastPaths             string
 }
 
 func run() error {
@@ -96,6 +105,8 @@ func run() error {
 	flag.StringVar(&o.render, "render", "", "only render the reports saved by earlier runs (comma-separated .json files, one after the other; with -scale, one scale report) to -out, and exit")
 	flag.BoolVar(&o.simulatedRollouts, "simulated-rollouts", false, "on the bench's own cluster, kwok writes each Deployment's final rolled-out status 1-2 s after it changes (hack/stages/deployment-rolled-out.yaml) and kube-controller-manager runs no deployment, ReplicaSet, endpoints, EndpointSlice(-mirroring) or node-lifecycle controller: no ReplicaSets, Pods or Endpoints, and no in-between rollout statuses (make bench-scale)")
 	flag.BoolVar(&o.scale, "scale", false, "the scale run (make bench-scale): reconcilekit converges -n WebApps from zero, each operator restarts over them, reconcilekit deletes them; written to its own section of -out")
+	flag.IntVar(&o.repeat, "repeat", 3, "rounds of the three-peer run: each runs every operator through every phase once, on a fleet of its own, the order reversed every other round; the report gives each figure's median and range over them, and a verdict only where the ranges lie clear of its line")
+	flag.StringVar(&o.fastPaths, "fastpaths", "", "fast paths to measure (comma-separated: statuspatch, verdicts, intern, createonly; or all): every round also runs the reconcilekit operator once per fast path with it switched off ("+fastpath.Env+"), and the report gets a \"Fast paths\" section: lines of code, savings per phase, verdict")
 	flag.StringVar(&o.shards, "shards", "", "the sharding run (make bench-shards): reconcilekit converges -n WebApps, then for each of these replica counts (comma-separated, e.g. 1,2,4) that many replicas with --sharding start over them together; the bench cluster's API server gets the ShardedListAndWatch feature gate; written to its own section of -out")
 	flag.Parse()
 	replicas, err := parseReplicas(o.shards)
@@ -110,6 +121,16 @@ func run() error {
 	}
 	if o.reconcilers < 1 {
 		return fmt.Errorf("-reconcilers=%d: must be at least 1", o.reconcilers)
+	}
+	if o.repeat < 1 {
+		return fmt.Errorf("-repeat=%d: must be at least 1", o.repeat)
+	}
+	fastPaths, err := bench.ParseFastPaths(o.fastPaths)
+	if err != nil {
+		return fmt.Errorf("-fastpaths: %w", err)
+	}
+	if len(fastPaths) > 0 && (o.scale || len(replicas) > 0) {
+		return errors.New("-fastpaths belongs to the three-peer run, not to -scale or -shards")
 	}
 	peers, err := parsePeers(o.peers)
 	if err != nil {
@@ -154,6 +175,10 @@ func run() error {
 		return err
 	}
 
+	counted, err := bench.CountFastPaths(repo, fastPaths)
+	if err != nil {
+		return err
+	}
 	var micro []bench.Micro
 	if o.micro && !o.scale && len(replicas) == 0 {
 		logf("microbenchmarks (before the cluster starts, so they have the CPUs)")
@@ -282,7 +307,7 @@ func run() error {
 	reconcilers := fmt.Sprintf("--max-concurrent-reconciles=%d", o.reconcilers)
 	bc := bench.Config{
 		IdiomaticRegistryShards: int(o.registryShards), Reconcilers: o.reconcilers, ControlPlane: controlPlane,
-		SkipRaw: !o.raw, SkipUpdate: !o.update,
+		SkipRaw: !o.raw, SkipUpdate: !o.update, Repeat: o.repeat, FastPathsOff: fastPaths,
 		N: o.n, Unrelated: o.unrelated, Workers: o.workers, ControllerManager: true, BaselineFirst: o.baselineFirst,
 		GCWait: o.gcWait, QuietFor: o.quiet, Timeout: o.timeout, WorkDir: work, Logf: logf, ProfileDir: o.profileDir,
 		Ours: func(addr string) []string {
@@ -348,6 +373,7 @@ func run() error {
 		LoadAfter: bench.DescribeMachine("", "").LoadAvg,
 		Result:    res,
 		Micro:     micro,
+		FastPaths: counted,
 	}
 	save(filepath.Join(repo, ".cluster", "bench", fmt.Sprintf("report-n%d.json", o.n)), &report, logf)
 	return write(repo, o.out, logf, &report)
