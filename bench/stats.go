@@ -71,15 +71,16 @@ func (s spread) against(line spread) side {
 }
 
 // cell renders s with render: the median, and the range in parentheses
-// when the readings differ.
+// when the readings differ as rendered.
 func (s spread) cell(render func(float64) string) string {
 	if s.N == 0 {
 		return "—"
 	}
-	if s.Min == s.Max {
+	lo, hi := render(s.Min), render(s.Max)
+	if lo == hi {
 		return render(s.Median)
 	}
-	return render(s.Median) + " (" + render(s.Min) + "–" + render(s.Max) + ")"
+	return render(s.Median) + " (" + lo + "–" + hi + ")"
 }
 
 // goalVerdict is the verdict of a goal "figure ≤ line" on the side the

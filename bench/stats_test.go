@@ -53,4 +53,5 @@ func TestSpreadCell(t *testing.T) {
 	assert.Equal(t, "—", spread{}.cell(f), "not measured")
 	assert.Equal(t, "2.0", spreadOf([]float64{2, 2, 2}).cell(f), "readings that agree: one figure")
 	assert.Equal(t, "2.0 (1.0–4.0)", spreadOf([]float64{4, 1, 2}).cell(f), "the median and the range")
+	assert.Equal(t, "2.0", spreadOf([]float64{2.01, 1.99, 2}).cell(f), "readings that differ below what is shown: one figure")
 }
